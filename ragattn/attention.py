@@ -1,0 +1,327 @@
+"""Attention capture: softmax rows for chosen query positions, heads and layers, next to a fast SDPA pass.
+
+The forward pass itself runs PyTorch SDPA. For each selected layer, a registered attention function
+also takes the post-RoPE (and, for Gemma 3, post-QK-norm) queries of the requested positions and all
+keys of the layer (including any cached prefix), repeats the keys for grouped-query attention, applies
+the module's own scaling, soft-cap, causal and sliding-window masks, and computes the softmax over all
+keys in fp32 for those rows only. Nothing of size layers × heads × n × n is ever materialized.
+
+The forward stops after the deepest selected layer (no later layers, no LM head). A calibration twin
+that shares a token prefix with the real prompt reuses the prefix's KV cache, so documents are encoded
+once and each twin costs only its tail.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from ragattn.errors import InvalidInputError, TokenizerError
+from ragattn.proxy import ATTN_IMPLEMENTATION, Proxy
+
+Reduce = Literal["mean", "none"]
+
+
+@dataclass(frozen=True, slots=True)
+class HeadSet:
+    """A set of (layer, head) pairs, kept sorted layer-major (index ``layer * H + head`` order)."""
+
+    pairs: tuple[tuple[int, int], ...]
+
+    def __post_init__(self) -> None:
+        if not self.pairs:
+            raise InvalidInputError("a head set needs at least one (layer, head) pair")
+        object.__setattr__(self, "pairs", tuple(sorted(set(self.pairs))))
+
+    @classmethod
+    def all(cls, num_layers: int, num_heads: int) -> HeadSet:
+        return cls(tuple((l, h) for l in range(num_layers) for h in range(num_heads)))
+
+    @classmethod
+    def from_layers(cls, layers: Iterable[int], num_heads: int) -> HeadSet:
+        return cls(tuple((l, h) for l in layers for h in range(num_heads)))
+
+    @property
+    def layers(self) -> tuple[int, ...]:
+        return tuple(sorted({l for l, _ in self.pairs}))
+
+    @property
+    def deepest(self) -> int:
+        return self.pairs[-1][0]
+
+    def heads_of(self, layer: int) -> tuple[int, ...]:
+        return tuple(h for l, h in self.pairs if l == layer)
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def validate(self, num_layers: int, num_heads: int) -> None:
+        bad = [(l, h) for l, h in self.pairs if not (0 <= l < num_layers and 0 <= h < num_heads)]
+        if bad:
+            raise InvalidInputError(
+                f"head pairs {bad[:5]} are outside the proxy's {num_layers} layers x {num_heads} heads"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    """Captured attention rows.
+
+    ``weights`` has shape ``[len(heads), R, n_keys]`` in fp32, where R is the number of requested rows
+    (``reduce="none"``) or 1 (``reduce="mean"``: the mean over the rows). Each row is a probability
+    distribution over all ``n_keys`` earlier positions (it sums to 1 over the keys it may see).
+    Head order follows ``heads.pairs``.
+    """
+
+    weights: torch.Tensor
+    heads: HeadSet
+    rows: tuple[int, ...]
+    reduce: Reduce
+
+    @property
+    def n_keys(self) -> int:
+        return int(self.weights.shape[-1])
+
+
+@dataclass(slots=True)
+class _CaptureState:
+    """Per-forward capture request, read by the attention function through a context variable."""
+
+    rows: tuple[int, ...]
+    heads: HeadSet
+    reduce: Reduce
+    stop_after: int | None
+    per_layer: dict[int, torch.Tensor] = field(default_factory=dict)
+    head_index: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for layer in self.heads.layers:
+            self.head_index[layer] = torch.tensor(self.heads.heads_of(layer), dtype=torch.long)
+
+
+_ACTIVE: contextvars.ContextVar[_CaptureState | None] = contextvars.ContextVar(
+    "ragattn_capture", default=None
+)
+
+
+class _StopForward(Exception):
+    """Raised by a layer pre-hook to end the forward pass after the deepest needed layer."""
+
+
+def _observe(module: Any, query: torch.Tensor, key: torch.Tensor, scaling: float | None, kwargs: dict) -> None:
+    state = _ACTIVE.get()
+    if state is None:
+        return
+    layer = int(module.layer_idx)
+    heads = state.head_index.get(layer)
+    if heads is None:
+        return
+    q_len, k_len = query.shape[2], key.shape[2]
+    offset = k_len - q_len  # tokens already in the KV cache before this call
+    local = [p - offset for p in state.rows if offset <= p < k_len]
+    if not local:
+        return
+    if len(local) != len(state.rows):
+        raise InvalidInputError("all captured rows must lie in the same forward call")
+    groups = query.shape[1] // key.shape[1]
+    rows_t = torch.tensor(local, dtype=torch.long)
+    q = query[0].index_select(0, heads).index_select(1, rows_t).float()  # [h, r, d]
+    k = key[0].index_select(0, heads // groups).float()  # [h, n, d]
+    scale = scaling if scaling is not None else q.shape[-1] ** -0.5
+    logits = torch.matmul(q, k.transpose(-1, -2)) * scale  # [h, r, n]
+    softcap = kwargs.get("softcap")
+    if softcap:
+        logits = torch.tanh(logits / softcap) * softcap
+    positions = rows_t + offset
+    keys = torch.arange(k_len)
+    allowed = keys[None, :] <= positions[:, None]
+    window = kwargs.get("sliding_window", getattr(module, "sliding_window", None))
+    if window:
+        allowed &= keys[None, :] > positions[:, None] - int(window)
+    logits = logits.masked_fill(~allowed[None], float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    state.per_layer[layer] = probs.mean(dim=1, keepdim=True) if state.reduce == "mean" else probs
+
+
+def _capturing_sdpa(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    _observe(module, query, key, scaling, kwargs)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+
+
+_REGISTERED = False
+
+
+def register_attention() -> None:
+    """Register the capturing SDPA with transformers' attention and mask interfaces (idempotent)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTN_IMPLEMENTATION, _capturing_sdpa)
+    AttentionMaskInterface.register(ATTN_IMPLEMENTATION, sdpa_mask)
+    _REGISTERED = True
+
+
+class AttentionEngine:
+    """Runs forward passes of a :class:`~ragattn.proxy.Proxy` and captures attention rows.
+
+    One engine per proxy; it installs layer pre-hooks (no-ops unless a capture is active) that end
+    the forward after the deepest layer a request needs.
+    """
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self._cache_kw = "cache" if "cache" in inspect.signature(proxy.decoder.forward).parameters else "past_key_values"
+        for index, layer in enumerate(proxy.layers):
+            layer.register_forward_pre_hook(self._make_stop_hook(index))
+
+    @staticmethod
+    def _make_stop_hook(index: int) -> Any:
+        def hook(_module: Any, _args: Any) -> None:
+            state = _ACTIVE.get()
+            if state is not None and state.stop_after is not None and index > state.stop_after:
+                raise _StopForward
+
+        return hook
+
+    def _check_ids(self, ids: Sequence[int]) -> None:
+        if len(ids) == 0:
+            raise TokenizerError("cannot run the proxy on an empty token sequence")
+        if len(ids) > self.proxy.max_positions:
+            raise InvalidInputError(
+                f"prompt has {len(ids)} tokens; the proxy {self.proxy.name!r} reads at most "
+                f"{self.proxy.max_positions}"
+            )
+
+    def _run(
+        self,
+        ids: Sequence[int],
+        state: _CaptureState | None,
+        cache: Any | None,
+        stop_after: int | None,
+    ) -> None:
+        if state is None:
+            state = _CaptureState(rows=(), heads=HeadSet(((0, 0),)), reduce="mean", stop_after=stop_after)
+            state.head_index.clear()
+        token = _ACTIVE.set(state)
+        try:
+            with torch.inference_mode():
+                kwargs: dict[str, Any] = {"input_ids": torch.tensor([list(ids)], dtype=torch.long)}
+                if cache is not None:
+                    kwargs[self._cache_kw] = cache
+                    kwargs["use_cache"] = True
+                else:
+                    kwargs["use_cache"] = False
+                try:
+                    self.proxy.decoder(**kwargs)
+                except _StopForward:
+                    pass
+        finally:
+            _ACTIVE.reset(token)
+
+    def _collect(self, state: _CaptureState) -> Capture:
+        parts = []
+        for layer in state.heads.layers:
+            if layer not in state.per_layer:
+                raise InvalidInputError(f"layer {layer} captured nothing; rows {state.rows[:3]}... out of range")
+            parts.append(state.per_layer[layer])
+        return Capture(weights=torch.cat(parts, dim=0), heads=state.heads, rows=state.rows, reduce=state.reduce)
+
+    def capture(
+        self,
+        ids: Sequence[int],
+        rows: Sequence[int],
+        heads: HeadSet,
+        *,
+        reduce: Reduce = "mean",
+        early_exit: bool = True,
+    ) -> Capture:
+        """One forward over ``ids``; attention rows of positions ``rows`` for ``heads``.
+
+        Args:
+            ids: the prompt's token ids (batch of one).
+            rows: absolute positions whose attention rows to capture (e.g. the query span).
+            heads: the (layer, head) pairs to capture.
+            reduce: ``"mean"`` averages the rows (ICR), ``"none"`` keeps each row.
+            early_exit: stop after ``heads.deepest``; results are identical either way.
+        """
+        self._check_ids(ids)
+        self._check_rows(rows, len(ids), heads)
+        state = _CaptureState(
+            rows=tuple(rows), heads=heads, reduce=reduce, stop_after=heads.deepest if early_exit else None
+        )
+        self._run(ids, state, None, state.stop_after)
+        return self._collect(state)
+
+    def capture_shared_prefix(
+        self,
+        prefix: Sequence[int],
+        tails: Sequence[tuple[Sequence[int], Sequence[int]]],
+        heads: HeadSet,
+        *,
+        reduce: Reduce = "mean",
+        early_exit: bool = True,
+    ) -> list[Capture]:
+        """Encode ``prefix`` once, then run each ``(tail_ids, rows)`` on top of its KV cache.
+
+        ``rows`` are absolute positions in ``prefix + tail``. Each result equals a full forward over
+        ``prefix + tail`` (the calibration twin of ICR is the common case: documents in the prefix,
+        the real query and ``N/A`` as two tails).
+        """
+        from transformers import DynamicCache
+
+        if not tails:
+            return []
+        self._check_ids(list(prefix) + list(max((t for t, _ in tails), key=len)))
+        heads.validate(self.proxy.num_layers, self.proxy.num_heads)
+        stop = heads.deepest if early_exit else None
+        cache = DynamicCache()
+        if len(prefix) > 0:
+            self._run(prefix, None, cache, stop)
+        results = []
+        for tail, rows in tails:
+            if len(tail) == 0:
+                raise TokenizerError("a tail after the shared prefix must hold at least one token")
+            total = len(prefix) + len(tail)
+            self._check_rows(rows, total, heads)
+            if any(r < len(prefix) for r in rows):
+                raise InvalidInputError("captured rows must lie in the tail, after the shared prefix")
+            state = _CaptureState(rows=tuple(rows), heads=heads, reduce=reduce, stop_after=stop)
+            self._run(tail, state, cache, stop)
+            # A negative crop removes that many tokens in every transformers version we support.
+            cache.crop(-len(tail))
+            results.append(self._collect(state))
+        return results
+
+    def _check_rows(self, rows: Sequence[int], length: int, heads: HeadSet) -> None:
+        heads.validate(self.proxy.num_layers, self.proxy.num_heads)
+        if not rows:
+            raise InvalidInputError("at least one query row must be captured")
+        if any(not 0 <= r < length for r in rows):
+            raise InvalidInputError(f"captured rows must lie in [0, {length})")
+
+
+def engine_for(proxy: Proxy) -> AttentionEngine:
+    """The engine of ``proxy``, created once (its hooks are installed once per model)."""
+    engine = getattr(proxy.model, "_ragattn_engine", None)
+    if engine is None:
+        engine = AttentionEngine(proxy)
+        proxy.model._ragattn_engine = engine
+    return engine

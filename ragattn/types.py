@@ -1,0 +1,213 @@
+"""Public value types that cross module boundaries.
+
+All result types are frozen, keyword-only dataclasses with ``to_dict()``; numbers stay numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ragattn.errors import InvalidInputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Document:
+    """A candidate passage: its text, an optional caller id and title, and free metadata.
+
+    ``title`` is prepended to the text in prompts (as BEIR-style rerankers do) but never counted as
+    part of ``text`` for character spans.
+    """
+
+    text: str
+    id: str | None = None
+    title: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "id": self.id, "title": self.title, "metadata": dict(self.metadata)}
+
+
+DocumentLike = str | Document | Mapping[str, Any]
+
+
+def as_document(value: DocumentLike, position: int) -> Document:
+    """Coerce a string, :class:`Document` or mapping with ``text`` (and ``id``/``title``) to a Document.
+
+    Raises:
+        InvalidInputError: the value is neither a string nor carries a string ``text``.
+    """
+    if isinstance(value, Document):
+        return value
+    if isinstance(value, str):
+        return Document(text=value)
+    if isinstance(value, Mapping):
+        text = value.get("text")
+        if not isinstance(text, str):
+            raise InvalidInputError(f"documents[{position}] has no string 'text' field")
+        doc_id = value.get("id")
+        title = value.get("title")
+        if title is not None and not isinstance(title, str):
+            raise InvalidInputError(f"documents[{position}].title must be a string")
+        extra = {k: v for k, v in value.items() if k not in {"text", "id", "title"}}
+        meta = value.get("metadata", extra)
+        return Document(
+            text=text,
+            id=None if doc_id is None else str(doc_id),
+            title=title,
+            metadata=meta if isinstance(meta, Mapping) else extra,
+        )
+    raise InvalidInputError(
+        f"documents[{position}] must be a string or an object with a 'text' field, "
+        f"got {type(value).__name__}"
+    )
+
+
+def as_documents(values: Iterable[DocumentLike]) -> list[Document]:
+    """Coerce every element with :func:`as_document`; an iterable of strings is the common case."""
+    if isinstance(values, str | bytes):
+        raise InvalidInputError("documents must be a list of strings or objects, not a single string")
+    return [as_document(v, i) for i, v in enumerate(values)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenSpan:
+    """A half-open token range ``[start, end)`` in a tokenized prompt."""
+
+    start: int
+    end: int
+
+    def __len__(self) -> int:
+        return self.end - self.start
+
+    def as_slice(self) -> slice:
+        return slice(self.start, self.end)
+
+
+def to_plain(value: Any) -> Any:
+    """``dataclasses.asdict`` that also turns tuples into lists for JSON."""
+    if hasattr(value, "__dataclass_fields__"):
+        return {k: to_plain(v) for k, v in asdict(value).items()}
+    if isinstance(value, Mapping):
+        return {k: to_plain(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        return [to_plain(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RerankResult:
+    """One reranked document.
+
+    Attributes:
+        index: position of the document in the caller's input list.
+        relevance_score: in [0, 1]; a fixed monotone map of ``raw_score`` documented by the method
+            (higher is more relevant); comparable within one call, not calibrated across calls.
+        raw_score: the method's own score (e.g. calibrated attention mass, in units of attention
+            probability summed over document tokens and averaged over heads).
+        document: the input document (text, id, title, metadata kept).
+    """
+
+    index: int
+    relevance_score: float
+    raw_score: float
+    document: Document
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "relevance_score": self.relevance_score,
+            "raw_score": self.raw_score,
+            "document": self.document.to_dict(),
+        }
+
+
+class RerankResults(tuple[RerankResult, ...]):
+    """Results in descending relevance, a tuple with helpers; ``warnings`` reports splits/truncations."""
+
+    warnings: tuple[str, ...]
+    method: str
+    windows: int
+
+    def __new__(
+        cls,
+        results: Iterable[RerankResult],
+        *,
+        warnings: Iterable[str] = (),
+        method: str = "",
+        windows: int = 1,
+    ) -> RerankResults:
+        obj = super().__new__(cls, tuple(results))
+        obj.warnings = tuple(warnings)
+        obj.method = method
+        obj.windows = windows
+        return obj
+
+    def top_k(self, k: int) -> RerankResults:
+        return RerankResults(self[:k], warnings=self.warnings, method=self.method, windows=self.windows)
+
+    def by_id(self, doc_id: str) -> RerankResult:
+        for r in self:
+            if r.document.id == doc_id:
+                return r
+        raise KeyError(doc_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "results": [r.to_dict() for r in self],
+            "warnings": list(self.warnings),
+            "method": self.method,
+            "windows": self.windows,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeptSpan:
+    """A kept sentence: character range ``[start, end)`` of ``documents[doc_index].text`` and its score.
+
+    ``score`` is the method's keep probability in [0, 1] (higher is more useful to answer the query).
+    """
+
+    doc_index: int
+    start: int
+    end: int
+    score: float
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompressedDocument:
+    """One input document after compression; ``text`` is a concatenation of original substrings."""
+
+    index: int
+    text: str
+    kept_spans: tuple[KeptSpan, ...]
+    sentence_scores: tuple[float, ...]
+    sentence_spans: tuple[tuple[int, int], ...]
+    document: Document
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompressionResult:
+    """The result of one compression call.
+
+    Token counts are in ``tokenizer`` (the downstream model's, default the proxy's). ``ratio`` is
+    ``compressed_tokens / origin_tokens`` (fraction kept, 0 < ratio <= 1).
+    """
+
+    compressed_text: str
+    documents: tuple[CompressedDocument, ...]
+    origin_tokens: int
+    compressed_tokens: int
+    ratio: float
+    tokenizer: str
+    method: str
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def kept_spans(self) -> tuple[KeptSpan, ...]:
+        return tuple(s for d in self.documents for s in d.kept_spans)
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
