@@ -1,0 +1,129 @@
+"""Sentence splitting into exact character spans, backed by pysbd.
+
+Paragraph breaks (blank lines) always end a sentence; inside a paragraph pysbd's rule-based
+boundary detection keeps abbreviations ("Dr.", "D.C.") and numbers ("3.50") intact. pysbd's own
+char spans are unreliable with repeated sentences, so spans are re-aligned here by walking the
+original text with a cursor. Very short fragments ("A.", "1.") are merged into a neighbour.
+Every span is a ``[start, end)`` range of the input with no leading or trailing whitespace, so
+``text[start:end]`` always reproduces the sentence exactly.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """A sentence as a character range ``[start, end)`` of the text it was split from."""
+
+    start: int
+    end: int
+
+
+_local = threading.local()
+
+
+def _segmenter(language: str):  # type: ignore[no-untyped-def]
+    import pysbd
+
+    cache = getattr(_local, "segmenters", None)
+    if cache is None:
+        cache = _local.segmenters = {}
+    if language not in cache:
+        cache[language] = pysbd.Segmenter(language=language, clean=False)
+    return cache[language]
+
+
+def _strip(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def _paragraphs(text: str) -> list[tuple[int, int]]:
+    spans, cursor = [], 0
+    for match in _PARAGRAPH.finditer(text):
+        spans.append((cursor, match.start()))
+        cursor = match.end()
+    spans.append((cursor, len(text)))
+    return [s for s in (_strip(text, a, b) for a, b in spans) if s[1] > s[0]]
+
+
+def _split_paragraph(text: str, start: int, end: int, language: str) -> list[tuple[int, int]]:
+    chunk = text[start:end]
+    try:
+        pieces = _segmenter(language).segment(chunk)
+    except Exception:  # pysbd raises on some rare inputs; a paragraph is then one sentence
+        return [(start, end)]
+    out, cursor = [], 0
+    for piece in pieces:
+        needle = piece.strip()
+        if not needle:
+            continue
+        found = chunk.find(needle, cursor)
+        if found < 0:  # pysbd changed the text: keep the remainder as one sentence
+            out.append((start + cursor, end))
+            return [_strip(text, a, b) for a, b in out if b > a]
+        if found > cursor and out:  # text pysbd skipped joins the previous sentence
+            out[-1] = (out[-1][0], start + found)
+        out.append((start + found, start + found + len(needle)))
+        cursor = found + len(needle)
+    if not out:
+        return [(start, end)]
+    if cursor < len(chunk):
+        out[-1] = (out[-1][0], end)
+    first = out[0]
+    out[0] = (start, first[1])
+    return [s for s in (_strip(text, a, b) for a, b in out) if s[1] > s[0]]
+
+
+def _is_fragment(text: str, span: tuple[int, int], min_words: int, min_chars: int) -> bool:
+    piece = text[span[0] : span[1]]
+    if len(piece.strip()) < min_chars:
+        return True
+    # Scripts without spaces between words (CJK) count as long enough once past min_chars.
+    spaceless = any(ord(ch) >= 0x2E80 for ch in piece)
+    return not spaceless and len(_WORD.findall(piece)) < min_words
+
+
+def split_sentences(
+    text: str, *, language: str = "en", min_words: int = 2, min_chars: int = 8
+) -> tuple[Sentence, ...]:
+    """Split ``text`` into sentences with exact character spans.
+
+    Args:
+        text: any string; empty or whitespace-only text gives no sentences.
+        language: pysbd language code (``en`` also handles CJK full stops).
+        min_words: a fragment with fewer words is merged into its neighbour.
+        min_chars: a fragment with fewer non-blank characters is merged into its neighbour.
+
+    Returns:
+        Sentences in text order; they do not overlap and cover every non-blank character.
+    """
+    return _split_cached(text, language, min_words, min_chars)
+
+
+@lru_cache(maxsize=4096)
+def _split_cached(text: str, language: str, min_words: int, min_chars: int) -> tuple[Sentence, ...]:
+    spans: list[tuple[int, int]] = []
+    for p_start, p_end in _paragraphs(text):
+        para = _split_paragraph(text, p_start, p_end, language)
+        merged: list[tuple[int, int]] = []
+        for span in para:
+            if merged and _is_fragment(text, span, min_words, min_chars):
+                merged[-1] = (merged[-1][0], span[1])
+            elif merged and _is_fragment(text, merged[-1], min_words, min_chars):
+                merged[-1] = (merged[-1][0], span[1])
+            else:
+                merged.append(span)
+        spans.extend(merged)
+    return tuple(Sentence(a, b) for a, b in spans)
