@@ -1,0 +1,474 @@
+"""Typed loaders for the shared evaluation data (reranking and sentence-level compression).
+
+Every loader reads the file layout documented in the README.md of its folder under the shared
+data directory and returns frozen dataclasses, so the harness never touches raw JSON. Passage
+texts built from pre-split sentences (2Wiki, HotpotQA, SciFact) are the stripped sentences joined
+with single spaces; each sentence's ``(start, end)`` character span slices back to exactly that
+stripped sentence. Texts that come whole (SQuAD, MuSiQue) are split with
+:func:`ragattn.sentences.split_sentences`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from ragattn.errors import InvalidInputError
+from ragattn.sentences import split_sentences
+
+logger = logging.getLogger(__name__)
+
+Qrels = dict[str, dict[str, int]]
+"""Relevance judgments: ``qrels[qid][doc_id] = grade`` (0 = judged not relevant)."""
+
+Span = tuple[int, int]
+"""A half-open character range ``[start, end)``."""
+
+
+# --------------------------------------------------------------------------------- reranking
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """A first-stage candidate; ``first_stage_rank`` is 1-based, score in the retriever's units."""
+
+    doc_id: str
+    text: str
+    title: str
+    first_stage_score: float
+    first_stage_rank: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RerankQuery:
+    """A query with its first-stage candidates in first-stage order."""
+
+    qid: str
+    query: str
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RerankSet:
+    """Queries to rerank plus the judgments that score them."""
+
+    queries: tuple[RerankQuery, ...]
+    qrels: Qrels
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CorpusDoc:
+    """One BEIR corpus document."""
+
+    doc_id: str
+    title: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BeirDataset:
+    """A BEIR dataset restricted to one split: corpus, the split's queries and its qrels."""
+
+    corpus: Mapping[str, CorpusDoc]
+    queries: Mapping[str, str]
+    qrels: Qrels
+
+
+def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    if not path.is_file():
+        raise InvalidInputError(f"{path} does not exist; point the loader at the shared data folder")
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise InvalidInputError(f"{path} does not exist; point the loader at the shared data folder")
+    with path.open(encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def read_trec_qrels(path: str | Path) -> Qrels:
+    """Read TREC qrels lines ``qid iter doc_id grade``."""
+    qrels: Qrels = {}
+    with Path(path).open(encoding="utf-8") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) == 4:
+                qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+    return qrels
+
+
+def read_beir_qrels(path: str | Path) -> Qrels:
+    """Read a BEIR qrels TSV (``query-id  corpus-id  score`` with a header line)."""
+    qrels: Qrels = {}
+    with Path(path).open(encoding="utf-8", newline="") as fh:
+        reader = csv.reader(fh, delimiter="\t")
+        next(reader, None)
+        for row in reader:
+            if len(row) >= 3:
+                qrels.setdefault(row[0], {})[row[1]] = int(row[2])
+    return qrels
+
+
+def load_dl19(path: str | Path, top_k: int = 100) -> RerankSet:
+    """TREC DL 2019 passage queries with their BM25 top-``top_k`` candidates and the NIST qrels.
+
+    Args:
+        path: the ``trec-dl-2019`` folder (``candidates_bm25_top100.jsonl``, ``qrels.trec.txt``).
+        top_k: how many BM25 candidates to keep per query (1..100).
+    """
+    if not 1 <= top_k <= 100:
+        raise InvalidInputError(f"top_k must be in 1..100 for DL19, got {top_k}")
+    folder = Path(path)
+    queries = []
+    for row in _read_jsonl(folder / "candidates_bm25_top100.jsonl"):
+        cands = sorted(row["candidates"], key=lambda c: c["rank"])[:top_k]
+        queries.append(
+            RerankQuery(
+                qid=str(row["qid"]),
+                query=row["query"],
+                candidates=tuple(
+                    Candidate(
+                        doc_id=str(c["docid"]),
+                        text=c["text"],
+                        title="",
+                        first_stage_score=float(c["bm25_score"]),
+                        first_stage_rank=int(c["rank"]),
+                    )
+                    for c in cands
+                ),
+            )
+        )
+    return RerankSet(queries=tuple(queries), qrels=read_trec_qrels(folder / "qrels.trec.txt"))
+
+
+def load_beir(path: str | Path, split: Literal["test", "train", "dev"] = "test") -> BeirDataset:
+    """A BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``), one split.
+
+    Only queries with judgments in ``qrels/<split>.tsv`` are returned.
+    """
+    folder = Path(path)
+    qrels_path = folder / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        raise InvalidInputError(f"{qrels_path} does not exist; valid splits have a qrels/<split>.tsv")
+    qrels = read_beir_qrels(qrels_path)
+    corpus = {
+        str(d["_id"]): CorpusDoc(doc_id=str(d["_id"]), title=d.get("title") or "", text=d["text"])
+        for d in _read_jsonl(folder / "corpus.jsonl")
+    }
+    queries = {
+        str(q["_id"]): q["text"] for q in _read_jsonl(folder / "queries.jsonl") if str(q["_id"]) in qrels
+    }
+    return BeirDataset(corpus=corpus, queries=queries, qrels=qrels)
+
+
+def bm25_candidates(
+    corpus: Mapping[str, CorpusDoc], queries: Mapping[str, str], k: int = 100
+) -> tuple[RerankQuery, ...]:
+    """BM25 (bm25s, Lucene idf, English stopwords, no stemming) top-``k`` over ``title + text``.
+
+    A small stand-in first stage so the harness runs on BEIR data without the retrieval module.
+    """
+    import bm25s
+
+    doc_ids = list(corpus)
+    texts = [f"{corpus[d].title} {corpus[d].text}".strip() for d in doc_ids]
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    k = min(k, len(doc_ids))
+    qids = list(queries)
+    tokens = bm25s.tokenize([queries[q] for q in qids], stopwords="en", show_progress=False)
+    hits, scores = retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+    out = []
+    for row, qid in enumerate(qids):
+        cands = []
+        for rank, (idx, score) in enumerate(zip(hits[row], scores[row], strict=True), start=1):
+            doc = corpus[doc_ids[int(idx)]]
+            cands.append(
+                Candidate(
+                    doc_id=doc.doc_id,
+                    text=doc.text,
+                    title=doc.title,
+                    first_stage_score=float(score),
+                    first_stage_rank=rank,
+                )
+            )
+        out.append(RerankQuery(qid=qid, query=queries[qid], candidates=tuple(cands)))
+    return tuple(out)
+
+
+# ----------------------------------------------------------------------------- QA / compression
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Passage:
+    """A context passage with sentence spans and gold labels.
+
+    Attributes:
+        title: the passage title (not part of ``text``; spans never include it).
+        text: the passage text.
+        sentence_spans: ``[start, end)`` character ranges of ``text``, in order, non-overlapping.
+        supporting: indices into ``sentence_spans`` of gold supporting sentences (empty when the
+            dataset only labels paragraphs, as MuSiQue, or the passage is a distractor).
+        is_gold: the dataset marks this passage as supporting (paragraph-level label).
+    """
+
+    title: str
+    text: str
+    sentence_spans: tuple[Span, ...]
+    supporting: tuple[int, ...] = ()
+    is_gold: bool = False
+
+    def sentence(self, index: int) -> str:
+        start, end = self.sentence_spans[index]
+        return self.text[start:end]
+
+    @property
+    def sentences(self) -> tuple[str, ...]:
+        return tuple(self.text[a:b] for a, b in self.sentence_spans)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QAExample:
+    """A question, its gold answer strings (empty if unanswerable/none) and its passages."""
+
+    qid: str
+    question: str
+    answers: tuple[str, ...]
+    passages: tuple[Passage, ...]
+
+    @property
+    def num_supporting(self) -> int:
+        """Number of gold supporting sentences over all passages."""
+        return sum(len(p.supporting) for p in self.passages)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DataSplit:
+    """Disjoint training and evaluation parts of a list of examples (input order kept)."""
+
+    train: tuple[QAExample, ...]
+    evaluation: tuple[QAExample, ...]
+
+
+def _joined_passage(
+    title: str, sentences: Sequence[str], gold: Iterable[int], *, is_gold: bool
+) -> tuple[Passage, int]:
+    """Join stripped sentences with single spaces; returns the passage and dropped gold count.
+
+    Sentences that are blank after stripping are left out (and gold indices remapped), so no span
+    is ever empty.
+    """
+    parts: list[str] = []
+    spans: list[Span] = []
+    remap: dict[int, int] = {}
+    cursor = 0
+    for i, raw in enumerate(sentences):
+        sent = raw.strip()
+        if not sent:
+            continue
+        if parts:
+            cursor += 1
+        remap[i] = len(spans)
+        spans.append((cursor, cursor + len(sent)))
+        parts.append(sent)
+        cursor += len(sent)
+    gold_set = set(gold)
+    supporting = tuple(sorted(remap[i] for i in gold_set if i in remap))
+    passage = Passage(
+        title=title,
+        text=" ".join(parts),
+        sentence_spans=tuple(spans),
+        supporting=supporting,
+        is_gold=is_gold or bool(supporting),
+    )
+    return passage, len(gold_set) - len(supporting)
+
+
+def _split_passage(title: str, text: str, *, is_gold: bool, gold_chars: Iterable[int] = ()) -> Passage:
+    """Split ``text`` with split_sentences; a sentence is gold if it holds a ``gold_chars`` offset.
+
+    An offset falling in the whitespace between two sentences belongs to the following sentence.
+    """
+    spans = tuple((s.start, s.end) for s in split_sentences(text))
+    supporting = set()
+    for offset in gold_chars:
+        idx = next((i for i, (_, end) in enumerate(spans) if offset < end), None)
+        if idx is not None:
+            supporting.add(idx)
+    return Passage(
+        title=title,
+        text=text,
+        sentence_spans=spans,
+        supporting=tuple(sorted(supporting)),
+        is_gold=is_gold or bool(supporting),
+    )
+
+
+def _limited(items: Iterable[Any], limit: int | None) -> Iterator[Any]:
+    if limit is not None and limit < 0:
+        raise InvalidInputError(f"limit must be >= 0 or None, got {limit}")
+    for i, item in enumerate(items):
+        if limit is not None and i >= limit:
+            return
+        yield item
+
+
+def _hotpot_style(path: Path, limit: int | None, source: str) -> tuple[QAExample, ...]:
+    """HotpotQA-format records: ``context=[[title,[sentences]]]``, ``supporting_facts=[[title,i]]``."""
+    examples, dropped = [], 0
+    for rec in _limited(_read_json(path), limit):
+        gold: dict[str, set[int]] = {}
+        for title, idx in rec["supporting_facts"]:
+            gold.setdefault(title, set()).add(int(idx))
+        titles = {t for t, _ in rec["context"]}
+        dropped += sum(len(v) for t, v in gold.items() if t not in titles)
+        passages = []
+        for title, sentences in rec["context"]:
+            passage, lost = _joined_passage(
+                title, sentences, gold.get(title, ()), is_gold=title in gold
+            )
+            passages.append(passage)
+            dropped += lost
+        examples.append(
+            QAExample(
+                qid=str(rec["_id"]),
+                question=rec["question"],
+                answers=(rec["answer"],),
+                passages=tuple(passages),
+            )
+        )
+    if dropped:
+        logger.warning("%s: %d supporting facts point outside the context and were skipped", source, dropped)
+    return tuple(examples)
+
+
+def load_2wiki(path: str | Path, limit: int | None = None) -> tuple[QAExample, ...]:
+    """2WikiMultihopQA (``2wiki_dev_sample500.json``); the first ``limit`` questions in file order."""
+    return _hotpot_style(Path(path), limit, "2wiki")
+
+
+def load_hotpot(path: str | Path, limit: int | None = None) -> tuple[QAExample, ...]:
+    """HotpotQA distractor dev, train sample or fullwiki file; first ``limit`` questions.
+
+    In the fullwiki file gold paragraphs are often not retrieved: their supporting facts are
+    skipped (logged), and an example may then carry no supporting sentence at all.
+    """
+    return _hotpot_style(Path(path), limit, "hotpot")
+
+
+def load_musique(path: str | Path, limit: int | None = None) -> tuple[QAExample, ...]:
+    """MuSiQue-Ans (jsonl). Labels are paragraph-level only: ``Passage.is_gold`` is set,
+    ``Passage.supporting`` stays empty. Answers are the answer followed by its aliases."""
+    examples = []
+    for rec in _limited(_read_jsonl(Path(path)), limit):
+        passages = tuple(
+            _split_passage(p["title"], p["paragraph_text"], is_gold=bool(p["is_supporting"]))
+            for p in rec["paragraphs"]
+        )
+        answers = tuple(dict.fromkeys([rec["answer"], *rec.get("answer_aliases", [])]))
+        examples.append(
+            QAExample(qid=str(rec["id"]), question=rec["question"], answers=answers, passages=passages)
+        )
+    return tuple(examples)
+
+
+def load_squad(
+    path: str | Path, limit: int | None = None, *, answerable_only: bool = True
+) -> tuple[QAExample, ...]:
+    """SQuAD v2 JSON; one example per question with its paragraph as the single passage.
+
+    Gold sentences are those (from :func:`split_sentences`) holding any annotator's
+    ``answer_start``; answers are the distinct answer texts. Unanswerable questions (kept only
+    with ``answerable_only=False``) have no answers and no gold sentence.
+    """
+
+    def records() -> Iterator[QAExample]:
+        for article in _read_json(Path(path))["data"]:
+            for para in article["paragraphs"]:
+                for qa in para["qas"]:
+                    if answerable_only and qa.get("is_impossible", False):
+                        continue
+                    answers = [a for a in qa.get("answers", []) if not qa.get("is_impossible")]
+                    passage = _split_passage(
+                        article["title"],
+                        para["context"],
+                        is_gold=bool(answers),
+                        gold_chars=[int(a["answer_start"]) for a in answers],
+                    )
+                    yield QAExample(
+                        qid=str(qa["id"]),
+                        question=qa["question"],
+                        answers=tuple(dict.fromkeys(a["text"] for a in answers)),
+                        passages=(passage,),
+                    )
+
+    return tuple(_limited(records(), limit))
+
+
+def load_scifact_rationales(
+    path: str | Path, split: Literal["test", "train"] = "test", limit: int | None = None
+) -> tuple[QAExample, ...]:
+    """SciFact claims that have rationale sentences, with their cited abstracts as passages.
+
+    The claim is the question (no answers). Passages are every abstract the claim cites (BEIR
+    qrels of ``split``), in qrels order, sentences from ``corpus_sentences.jsonl``; supporting
+    sentences are the ``evidence_sentence_ids`` of ``evidence.jsonl``. Claims without evidence
+    are left out because they have nothing to recall.
+    """
+    folder = Path(path)
+    qrels = read_beir_qrels(folder / "qrels" / f"{split}.tsv")
+    evidence: dict[str, dict[str, set[int]]] = {}
+    claims: dict[str, str] = {}
+    for row in _read_jsonl(folder / "evidence.jsonl"):
+        qid = str(row["query_id"])
+        if qid in qrels:
+            claims[qid] = row["claim"]
+            evidence.setdefault(qid, {}).setdefault(str(row["doc_id"]), set()).update(
+                int(i) for i in row["evidence_sentence_ids"]
+            )
+    needed = {d for q in evidence for d in (*qrels[q], *evidence[q])}
+    docs = {
+        str(d["_id"]): d
+        for d in _read_jsonl(folder / "corpus_sentences.jsonl")
+        if str(d["_id"]) in needed
+    }
+    examples = []
+    for qid in _limited(sorted(evidence, key=int), limit):
+        doc_ids = list(dict.fromkeys([*qrels[qid], *evidence[qid]]))
+        passages = tuple(
+            _joined_passage(
+                docs[d]["title"], docs[d]["sentences"], evidence[qid].get(d, ()), is_gold=True
+            )[0]
+            for d in doc_ids
+        )
+        examples.append(QAExample(qid=qid, question=claims[qid], answers=(), passages=passages))
+    return tuple(examples)
+
+
+def split_for_training(
+    examples: Sequence[QAExample], holdout_fraction: float, seed: int = 0
+) -> DataSplit:
+    """Set aside about ``holdout_fraction`` of the examples for training, deterministically.
+
+    Membership depends only on ``(seed, qid)`` (a SHA-256 hash mapped to [0, 1)), not on list
+    order or length, so loading with a different ``limit`` never moves a question from training
+    into evaluation. Use the same seed everywhere a model is trained and evaluated.
+    """
+    if not 0.0 <= holdout_fraction <= 1.0:
+        raise InvalidInputError(f"holdout_fraction must be in [0, 1], got {holdout_fraction}")
+    train, evaluation = [], []
+    for ex in examples:
+        digest = hashlib.sha256(f"{seed}:{ex.qid}".encode()).digest()
+        u = int.from_bytes(digest[:8], "big") / 2**64
+        (train if u < holdout_fraction else evaluation).append(ex)
+    return DataSplit(train=tuple(train), evaluation=tuple(evaluation))
