@@ -2,6 +2,22 @@
 
 from __future__ import annotations
 
+from ragattn.errors import InvalidInputError, RagattnError
+from ragattn.proxy import Proxy, load_proxy
+from ragattn.rerank import Reranker
+from ragattn.types import CompressionResult, Document, RerankResult, RerankResults
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "CompressionResult",
+    "Document",
+    "InvalidInputError",
+    "Proxy",
+    "RagattnError",
+    "RerankResult",
+    "RerankResults",
+    "Reranker",
+    "__version__",
+    "load_proxy",
+]

@@ -1,0 +1,38 @@
+"""The contract every rerank scoring method implements."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from ragattn.types import Document
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocScores:
+    """Raw scores of one scoring call, aligned with the input documents (higher = more relevant).
+
+    ``relevance`` is the method's fixed monotone map of ``raw`` into [0, 1]; ``windows`` is how many
+    forward windows the list was split into; ``warnings`` reports splits and truncations.
+    """
+
+    raw: np.ndarray
+    relevance: np.ndarray
+    windows: int = 1
+    warnings: tuple[str, ...] = ()
+
+
+class Scorer(Protocol):
+    """Scores documents for a query. ``first_stage_order`` lists document indices best first."""
+
+    name: str
+
+    def score(self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]) -> DocScores: ...
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Numerically stable logistic map, used by methods whose raw score is a log-odds."""
+    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))))
