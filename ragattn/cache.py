@@ -1,0 +1,259 @@
+"""Result caches: one async interface, an in-process LRU and Redis, plus the content-hash key.
+
+A cache never changes an answer and never fails a request: every Redis problem (connection,
+timeout, out of memory, protocol) is logged, counted in :class:`CacheStats` and treated as a miss.
+Values are opaque bytes; callers serialize.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ragattn._optional import require
+from ragattn.types import Document
+
+logger = logging.getLogger(__name__)
+
+KEY_PREFIX = "ragattn:v1:"
+"""Namespace and key-schema version; bump the version when the key layout changes."""
+
+
+@dataclass(slots=True)
+class CacheStats:
+    """Counters every cache keeps: lookups that hit, missed, and backend errors (counted as misses)."""
+
+    hits: int = 0
+    misses: int = 0
+    errors: int = 0
+    sets: int = 0
+
+    def snapshot(self) -> dict[str, int]:
+        return {"hits": self.hits, "misses": self.misses, "errors": self.errors, "sets": self.sets}
+
+
+@runtime_checkable
+class Cache(Protocol):
+    """Async byte cache used by the service; ``get`` returns None on a miss or a backend failure."""
+
+    name: str
+    stats: CacheStats
+
+    async def get(self, key: str) -> bytes | None: ...
+
+    async def set(self, key: str, value: bytes) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+def _document_fields(doc: str | Document | Mapping[str, Any]) -> Any:
+    if isinstance(doc, str):
+        return doc
+    if isinstance(doc, Document):
+        return doc.to_dict()
+    return dict(doc)
+
+
+def cache_key(
+    *,
+    model: str,
+    route: str,
+    params: Mapping[str, Any],
+    query: str,
+    documents: Sequence[str | Document | Mapping[str, Any]],
+) -> str:
+    """The cache key of one request: sha256 over everything that can change the response.
+
+    Args:
+        model: model identity, including a weights and head-profile fingerprint, so a model or
+            scoring change never serves an old answer.
+        route: the endpoint family, e.g. ``"rerank:v2"``.
+        params: every output-changing parameter with defaults filled in (keys are sorted here).
+        query: the query text.
+        documents: the documents in request order (order changes ``index`` values).
+
+    Returns:
+        ``"ragattn:v1:<64 hex digits>"``.
+    """
+    payload = {
+        "model": model,
+        "route": route,
+        "params": dict(params),
+        "query": query,
+        "documents": [_document_fields(d) for d in documents],
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return KEY_PREFIX + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class MemoryCache:
+    """An in-process LRU with a per-entry TTL; the embedded default, no extra service needed."""
+
+    name = "memory"
+
+    def __init__(self, *, max_items: int = 10_000, ttl_s: float = 86_400.0) -> None:
+        if max_items < 1 or ttl_s <= 0:
+            raise ValueError("max_items must be >= 1 and ttl_s > 0")
+        self.max_items = max_items
+        self.ttl_s = ttl_s
+        self.stats = CacheStats()
+        self._items: OrderedDict[str, tuple[float, bytes]] = OrderedDict()
+        # The service calls from one event loop, but library users may share one across threads.
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    async def get(self, key: str) -> bytes | None:
+        now = time.monotonic()
+        with self._lock:
+            entry = self._items.get(key)
+            if entry is None or entry[0] <= now:
+                if entry is not None:
+                    del self._items[key]
+                self.stats.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.stats.hits += 1
+            return entry[1]
+
+    async def set(self, key: str, value: bytes) -> None:
+        with self._lock:
+            self._items[key] = (time.monotonic() + self.ttl_s, value)
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+            self.stats.sets += 1
+
+    async def close(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+class RedisCache:
+    """Redis through redis-py's asyncio client; any Redis failure is a counted miss.
+
+    After a failure the cache stays bypassed for ``cooldown_s`` (a small circuit breaker), so a hung
+    or stopped Redis does not add its timeout to every request; lookups in that window count as
+    misses and errors.
+    """
+
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        ttl_s: int = 86_400,
+        timeout_s: float = 0.25,
+        cooldown_s: float = 5.0,
+    ) -> None:
+        redis_asyncio = require("redis.asyncio", extra="redis")
+        self.url = url
+        self.ttl_s = ttl_s
+        self.cooldown_s = cooldown_s
+        self.stats = CacheStats()
+        self._down_until = 0.0
+        self._errors: tuple[type[BaseException], ...] = _redis_errors()
+        # No retries: a failed call is a miss now, not three slower attempts.
+        self._client = redis_asyncio.Redis.from_url(
+            url,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=timeout_s,
+            retry=None,
+            retry_on_error=[],
+            retry_on_timeout=False,
+            health_check_interval=0,
+        )
+
+    def _available(self) -> bool:
+        return time.monotonic() >= self._down_until
+
+    def _failed(self, op: str, exc: BaseException) -> None:
+        self.stats.errors += 1
+        self._down_until = time.monotonic() + self.cooldown_s
+        logger.warning(
+            "redis %s failed (%s: %s); treating as a miss for %.1fs",
+            op,
+            type(exc).__name__,
+            exc,
+            self.cooldown_s,
+        )
+
+    async def get(self, key: str) -> bytes | None:
+        if not self._available():
+            self.stats.errors += 1
+            self.stats.misses += 1
+            return None
+        try:
+            value = await self._client.get(key)
+        except self._errors as exc:
+            self._failed("GET", exc)
+            self.stats.misses += 1
+            return None
+        if value is None:
+            self.stats.misses += 1
+            return None
+        self.stats.hits += 1
+        return bytes(value)
+
+    async def set(self, key: str, value: bytes) -> None:
+        if not self._available():
+            return
+        try:
+            await self._client.set(key, value, ex=self.ttl_s)
+        except self._errors as exc:
+            self._failed("SET", exc)
+            return
+        self.stats.sets += 1
+
+    async def ping(self) -> bool:
+        """True when Redis answers now; never raises."""
+        try:
+            return bool(await self._client.ping())
+        except self._errors:
+            return False
+
+    async def close(self) -> None:
+        try:
+            await self._client.aclose()
+        except self._errors as exc:
+            logger.warning("closing redis client failed: %s", exc)
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    from redis.exceptions import RedisError
+
+    # RedisError covers ConnectionError, TimeoutError, OutOfMemoryError and every ResponseError;
+    # OSError and asyncio's TimeoutError can escape from the socket layer during reconnects.
+    return (RedisError, OSError, asyncio.TimeoutError)
+
+
+class NullCache:
+    """The ``none`` backend: every lookup is a miss; nothing is stored."""
+
+    name = "none"
+
+    def __init__(self) -> None:
+        self.stats = CacheStats()
+
+    async def get(self, key: str) -> bytes | None:
+        self.stats.misses += 1
+        return None
+
+    async def set(self, key: str, value: bytes) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+__all__ = ["KEY_PREFIX", "Cache", "CacheStats", "MemoryCache", "NullCache", "RedisCache", "cache_key"]

@@ -1,0 +1,229 @@
+"""Service and CLI settings: one frozen dataclass, parsed from ``RAGATTN_*`` variables at the edges.
+
+Library classes never read the environment; ``create_app(settings=None)`` and the CLI call
+:meth:`Settings.from_env` once and pass explicit values down. Tests pass a plain dict.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ragattn.errors import ConfigError
+
+CacheBackend = Literal["memory", "redis", "none"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+ENV_PREFIX = "RAGATTN_"
+_CACHE_BACKENDS = ("memory", "redis", "none")
+_DTYPES = ("float32", "bfloat16")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _mask(secret: str) -> str:
+    return "***"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Everything the service and CLI can be configured with; every field has a safe default."""
+
+    proxy: str = "smollm2-135m"
+    """Proxy model: a packaged name, a ``.gguf`` path, a model directory or an offline HF id."""
+    proxy_cache_dir: str | None = None
+    """Where dequantized GGUF weights are cached (default ``~/.cache/ragattn``)."""
+    dtype: str = "float32"
+    """Proxy weights dtype: ``float32`` or ``bfloat16``."""
+    threads: int | None = None
+    """Torch intra-op threads for the forward pass (None = torch's default)."""
+    rerank_method: str | None = None
+    """Rerank method name from ``ragattn.rerank.METHODS`` (None = the library default)."""
+    compress_method: str | None = None
+    """Default compression method name (None = the library default); requests may override it."""
+
+    max_documents: int = 1000
+    """Most documents accepted in one request; more is a 413 ``input_too_large``."""
+    max_query_tokens: int = 2048
+    """Longest query in proxy tokens; longer is a 413 ``input_too_large``."""
+    max_tokens_per_doc: int = 4096
+    """Longest document in proxy tokens; longer is a 413 (a request's own, smaller
+    ``max_tokens_per_doc`` truncates instead, reported in ``meta.warnings``)."""
+    max_body_bytes: int = 10_000_000
+    """Largest request body in bytes; larger is a 413."""
+
+    cache_backend: CacheBackend = "memory"
+    """Result cache: ``memory`` (in-process LRU), ``redis`` (needs ``redis_url``) or ``none``."""
+    redis_url: str | None = None
+    """Redis URL for ``cache_backend=redis``, e.g. ``redis://localhost:6379/0``."""
+    redis_timeout_s: float = 0.25
+    """Socket and connect timeout for Redis calls; a slow Redis is a counted miss, not an error."""
+    cache_ttl_s: int = 86_400
+    """Time to live of a cached response, seconds."""
+    cache_max_items: int = 10_000
+    """Most entries the in-process LRU keeps."""
+
+    api_keys: tuple[str, ...] = field(default=(), repr=False)
+    """Accepted Bearer keys (comma-separated in the environment); empty = no authentication."""
+    rate_limit_per_minute: int = 0
+    """Requests per minute per client (API key, else remote address); 0 = unlimited."""
+    queue_size: int = 64
+    """Most model jobs waiting or running; one more is a 429 ``overloaded`` with Retry-After."""
+
+    index_dir: str | None = None
+    """Retrieval index directory for ``/v1/retrieve`` and ``/v1/ask`` (not served yet)."""
+    host: str = "127.0.0.1"
+    """Address ``ragattn serve`` binds."""
+    port: int = 8080
+    """Port ``ragattn serve`` binds."""
+    log_level: LogLevel = "INFO"
+    """Python logging level of the service."""
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def __repr__(self) -> str:
+        parts = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "api_keys":
+                value = tuple(_mask(k) for k in value)
+            elif f.name == "redis_url" and value:
+                value = _mask_url(value)
+            parts.append(f"{f.name}={value!r}")
+        return f"Settings({', '.join(parts)})"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``RAGATTN_<FIELD>`` variables (upper case); unset ones keep defaults.
+
+        Args:
+            environ: the variables to read; ``os.environ`` when None.
+
+        Raises:
+            ConfigError: a value does not parse or is out of range; the message names the variable.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            name = ENV_PREFIX + f.name.upper()
+            raw = env.get(name)
+            if raw is None or raw.strip() == "":
+                continue
+            values[f.name] = _PARSERS.get(f.name, _parse_str)(name, raw.strip())
+        return cls(**values)
+
+    def to_public_dict(self) -> dict[str, Any]:
+        """Settings with secrets masked, for logs and diagnostics."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["api_keys"] = [_mask(k) for k in self.api_keys]
+        out["redis_url"] = _mask_url(self.redis_url) if self.redis_url else None
+        return out
+
+
+def _mask_url(url: str) -> str:
+    """Hide a password in ``scheme://user:password@host``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    creds, _, host = rest.rpartition("@")
+    user = creds.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def _parse_str(name: str, raw: str) -> str:
+    return raw
+
+
+def _parse_int(name: str, raw: str) -> int:
+    try:
+        return int(raw.replace("_", ""))
+    except ValueError:
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _parse_float(name: str, raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+
+
+def _parse_keys(name: str, raw: str) -> tuple[str, ...]:
+    return tuple(k.strip() for k in raw.split(",") if k.strip())
+
+
+def _parse_upper(name: str, raw: str) -> str:
+    return raw.upper()
+
+
+def _parse_lower(name: str, raw: str) -> str:
+    return raw.lower()
+
+
+_PARSERS: dict[str, Callable[[str, str], Any]] = {
+    "threads": _parse_int,
+    "max_documents": _parse_int,
+    "max_query_tokens": _parse_int,
+    "max_tokens_per_doc": _parse_int,
+    "max_body_bytes": _parse_int,
+    "cache_ttl_s": _parse_int,
+    "cache_max_items": _parse_int,
+    "rate_limit_per_minute": _parse_int,
+    "queue_size": _parse_int,
+    "port": _parse_int,
+    "redis_timeout_s": _parse_float,
+    "api_keys": _parse_keys,
+    "log_level": _parse_upper,
+    "cache_backend": _parse_lower,
+    "dtype": _parse_lower,
+}
+
+
+def _validate(s: Settings) -> None:
+    def env(field_name: str) -> str:
+        return ENV_PREFIX + field_name.upper()
+
+    positive = (
+        "max_documents",
+        "max_query_tokens",
+        "max_tokens_per_doc",
+        "max_body_bytes",
+        "cache_ttl_s",
+        "cache_max_items",
+        "queue_size",
+    )
+    for name in positive:
+        value = getattr(s, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{env(name)} must be a positive integer, got {value!r}")
+    if s.threads is not None and s.threads < 1:
+        raise ConfigError(f"{env('threads')} must be >= 1, got {s.threads!r}")
+    if s.rate_limit_per_minute < 0:
+        raise ConfigError(f"{env('rate_limit_per_minute')} must be >= 0 (0 = off)")
+    if not 0 < s.port < 65536:
+        raise ConfigError(f"{env('port')} must be in 1..65535, got {s.port!r}")
+    if not s.redis_timeout_s > 0:
+        raise ConfigError(f"{env('redis_timeout_s')} must be > 0, got {s.redis_timeout_s!r}")
+    if s.dtype not in _DTYPES:
+        raise ConfigError(f"{env('dtype')} must be one of {', '.join(_DTYPES)}, got {s.dtype!r}")
+    if s.cache_backend not in _CACHE_BACKENDS:
+        raise ConfigError(
+            f"{env('cache_backend')} must be one of {', '.join(_CACHE_BACKENDS)}, "
+            f"got {s.cache_backend!r}"
+        )
+    if s.cache_backend == "redis" and not s.redis_url:
+        raise ConfigError(f"{env('cache_backend')}=redis needs {env('redis_url')}")
+    if s.redis_url and not s.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ConfigError(f"{env('redis_url')} must start with redis://, rediss:// or unix://")
+    if s.log_level not in _LOG_LEVELS:
+        raise ConfigError(f"{env('log_level')} must be one of {', '.join(_LOG_LEVELS)}")
+    if not s.proxy:
+        raise ConfigError(f"{env('proxy')} must not be empty")
+    if any(not k or any(c.isspace() for c in k) for k in s.api_keys):
+        raise ConfigError(f"{env('api_keys')} entries must be non-empty and contain no spaces")
+
+
+__all__ = ["CacheBackend", "Settings"]
