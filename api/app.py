@@ -1,0 +1,146 @@
+"""The Litestar application factory: settings in, app out; the lifespan owns the model and cache.
+
+``create_app()`` reads ``RAGATTN_*`` once; tests pass ``Settings`` and may hand in an already
+loaded reranker/compressor so one proxy serves the whole test session.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio.to_thread
+from litestar import Litestar
+from litestar.datastructures import ResponseHeader
+from litestar.openapi.config import OpenAPIConfig
+
+import ragattn
+from api.auth import ApiKeyGuard, RateLimiter, RateLimitGuard
+from api.deps import DEPENDENCIES
+from api.errors import EXCEPTION_HANDLERS
+from api.metrics import Metrics
+from api.routes.compress import CompressController
+from api.routes.health import HealthController
+from api.routes.rerank import RerankController
+from api.service import Service, model_fingerprint
+from api.worker import ModelWorker
+from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
+from ragattn.settings import Settings
+
+logger = logging.getLogger(__name__)
+
+
+def build_cache(settings: Settings) -> Cache:
+    if settings.cache_backend == "redis":
+        assert settings.redis_url is not None  # guaranteed by Settings validation
+        return RedisCache(settings.redis_url, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s)
+    if settings.cache_backend == "memory":
+        return MemoryCache(max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
+    return NullCache()
+
+
+def _compressor_class() -> Any | None:
+    """The library's Compressor when this build has one (it is optional while compress lands)."""
+    if importlib.util.find_spec("ragattn.compress") is None:
+        return None
+    from ragattn import compress
+
+    return getattr(compress, "Compressor", None)
+
+
+def _load_reranker(settings: Settings) -> Any:
+    from ragattn import Reranker, load_proxy
+
+    proxy = load_proxy(settings.proxy, dtype=settings.dtype, threads=settings.threads, cache_dir=settings.proxy_cache_dir)
+    if settings.rerank_method:
+        return Reranker(proxy, method=settings.rerank_method)
+    return Reranker(proxy)
+
+
+def _compressor_factory(cls: Any) -> Callable[[Any, str | None], Any]:
+    def build(proxy: Any, method: str | None) -> Any:
+        return cls(proxy, method=method) if method else cls(proxy)
+
+    return build
+
+
+def create_app(settings: Settings | None = None, *, reranker: Any = None, compressor: Any = None) -> Litestar:
+    """Build the service.
+
+    Args:
+        settings: service settings; ``Settings.from_env()`` when None.
+        reranker: an already loaded ``Reranker`` (tests share one); loaded from settings when None.
+        compressor: an already loaded ``Compressor`` on the same proxy; built from settings when None.
+
+    Raises:
+        ConfigError: invalid ``RAGATTN_*`` values (when ``settings`` is None).
+    """
+    settings = settings if settings is not None else Settings.from_env()
+    for name in ("ragattn", "api"):
+        logging.getLogger(name).setLevel(settings.log_level)
+    metrics = Metrics()
+    compressor_cls = _compressor_class()
+    serve_compress = compressor is not None or compressor_cls is not None
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        cache = build_cache(settings)
+        worker = ModelWorker(max_pending=settings.queue_size, observe=metrics.observe_model)
+        metrics.bind(cache=cache, worker=worker)
+        try:
+            rr = reranker if reranker is not None else await anyio.to_thread.run_sync(_load_reranker, settings)
+            factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
+            comp = compressor
+            if comp is None and factory is not None:
+                comp = await anyio.to_thread.run_sync(factory, rr.proxy, settings.compress_method)
+            fingerprint = await anyio.to_thread.run_sync(
+                model_fingerprint, rr.proxy, str(getattr(rr, "method", "")), str(getattr(comp, "method", ""))
+            )
+            app.state.service = Service(
+                settings,
+                reranker=rr,
+                compressor=comp,
+                compressor_factory=factory,
+                cache=cache,
+                worker=worker,
+                fingerprint=fingerprint,
+            )
+            logger.info("ragattn service ready: %s, cache=%s", fingerprint, cache.name)
+            yield
+        finally:
+            app.state.service = None
+            await anyio.to_thread.run_sync(worker.close)
+            await cache.close()
+
+    guards: list[Any] = [ApiKeyGuard(settings.api_keys)]
+    if settings.rate_limit_per_minute > 0:
+        guards.append(RateLimitGuard(RateLimiter(settings.rate_limit_per_minute)))
+    handlers: list[Any] = [HealthController, RerankController]
+    if serve_compress:
+        handlers.append(CompressController)
+    app = Litestar(
+        route_handlers=handlers,
+        lifespan=[lifespan],
+        dependencies=DEPENDENCIES,
+        guards=guards,
+        middleware=[metrics.middleware],
+        exception_handlers=EXCEPTION_HANDLERS,
+        request_max_body_size=settings.max_body_bytes,
+        response_headers=[ResponseHeader(name="X-Content-Type-Options", value="nosniff")],
+        openapi_config=OpenAPIConfig(
+            title="ragattn",
+            version=ragattn.__version__,
+            path="/schema",
+            description="Attention-based reranking and compression of retrieved context.",
+        ),
+    )
+    app.state.metrics = metrics
+    app.state.service = None
+    app.state.settings = settings
+    return app
+
+
+__all__ = ["build_cache", "create_app"]

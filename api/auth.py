@@ -1,0 +1,106 @@
+"""Bearer API keys (deny by default) and per-client rate limiting, as app-level guards.
+
+Every route needs a key when keys are configured, except handlers marked ``opt={"public": True}``
+(``/health``, ``/ready``, ``/metrics``) and the OpenAPI pages under ``/schema``. A test walks every
+registered route to keep it that way.
+
+Rate limiting is an in-process token bucket per client (its API key, else its address). The
+service runs one process that owns the model, so per-process counting is exact, and Redis stays
+optional; a multi-process deployment would need a shared store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.handlers.base import BaseRouteHandler
+
+from api.errors import RateLimitedError, UnauthorizedError
+
+PUBLIC_PREFIXES = ("/schema",)
+
+
+def is_public(connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> bool:
+    return bool(handler.opt.get("public")) or connection.scope["path"].startswith(PUBLIC_PREFIXES)
+
+
+def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
+    header = connection.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+class ApiKeyGuard:
+    """Accepts a request whose Bearer token equals one of ``keys`` (constant-time compare)."""
+
+    def __init__(self, keys: tuple[str, ...]) -> None:
+        self._keys = tuple(k.encode() for k in keys)
+
+    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+        if not self._keys or is_public(connection, handler):
+            return
+        token = bearer_token(connection)
+        if token is None:
+            raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
+        candidate = token.encode()
+        # Compare against every key so timing does not reveal which one matched.
+        matched = False
+        for key in self._keys:
+            matched |= hmac.compare_digest(candidate, key)
+        if not matched:
+            raise UnauthorizedError("invalid API key")
+
+
+class RateLimiter:
+    """Token bucket per client: ``per_minute`` requests, refilled continuously; bursts up to that."""
+
+    def __init__(self, per_minute: int, *, max_clients: int = 10_000) -> None:
+        self.per_minute = per_minute
+        self._rate = per_minute / 60.0
+        self._max_clients = max_clients
+        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def acquire(self, client: str) -> None:
+        """Take one token for ``client`` or raise :class:`RateLimitedError` with a Retry-After."""
+        now = time.monotonic()
+        with self._lock:
+            tokens, last = self._buckets.pop(client, (float(self.per_minute), now))
+            tokens = min(float(self.per_minute), tokens + (now - last) * self._rate)
+            if tokens < 1.0:
+                self._buckets[client] = (tokens, now)
+                wait = (1.0 - tokens) / self._rate
+                raise RateLimitedError(
+                    f"rate limit of {self.per_minute} requests per minute exceeded; retry later",
+                    retry_after_s=max(1, int(wait + 0.999)),
+                )
+            self._buckets[client] = (tokens - 1.0, now)
+            while len(self._buckets) > self._max_clients:
+                self._buckets.popitem(last=False)
+
+
+class RateLimitGuard:
+    def __init__(self, limiter: RateLimiter) -> None:
+        self._limiter = limiter
+
+    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+        if is_public(connection, handler):
+            return
+        token = bearer_token(connection)
+        if token is not None:
+            # Keyed by a digest, so the limiter never holds raw keys.
+            client = "key:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+        else:
+            client = "addr:" + (connection.client.host if connection.client else "unknown")
+        self._limiter.acquire(client)
+
+
+__all__ = ["ApiKeyGuard", "RateLimitGuard", "RateLimiter", "bearer_token", "is_public"]

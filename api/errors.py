@@ -1,0 +1,150 @@
+"""One error JSON shape for every failure: ``{"error_type": ..., "message": ...}``.
+
+Library errors keep their ``error_type``; Litestar's own exceptions (validation, 404, 405, body too
+large) are mapped onto the same types. Unknown exceptions are logged with a traceback and become a
+generic 500 whose message never echoes the exception text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from litestar import MediaType, Request, Response
+from litestar.exceptions import HTTPException, ValidationException
+
+from ragattn.errors import OverloadedError, RagattnError
+
+logger = logging.getLogger(__name__)
+
+
+class UnauthorizedError(RagattnError):
+    """The request carries no valid ``Authorization: Bearer <key>``; send one of the API keys."""
+
+    error_type = "unauthorized"
+
+
+class RateLimitedError(OverloadedError):
+    """This client sent more requests per minute than allowed; retry after ``Retry-After`` seconds."""
+
+    error_type = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class QueueFullError(OverloadedError):
+    """The model queue is full; retry after ``Retry-After`` seconds."""
+
+    error_type = "overloaded"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+STATUS_BY_ERROR_TYPE: dict[str, int] = {
+    "invalid_request": 400,
+    "unauthorized": 401,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "input_too_large": 413,
+    "unsupported_media_type": 415,
+    "tokenizer_error": 422,
+    "overloaded": 429,
+    "rate_limited": 429,
+    "internal_error": 500,
+    "not_ready": 503,
+}
+"""The stable error types of the API and their HTTP status; documented in docs/service.md."""
+
+_ERROR_TYPE_BY_STATUS: dict[int, str] = {
+    400: "invalid_request",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "input_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    429: "rate_limited",
+    503: "not_ready",
+}
+
+_RETRY_AFTER_TYPES = frozenset({"overloaded", "rate_limited", "not_ready"})
+
+
+def error_response(
+    error_type: str, message: str, *, status: int | None = None, headers: dict[str, str] | None = None
+) -> Response[dict[str, str]]:
+    status_code = status or STATUS_BY_ERROR_TYPE.get(error_type, 500)
+    out_headers = dict(headers or {})
+    if error_type in _RETRY_AFTER_TYPES:
+        out_headers.setdefault("Retry-After", "1")
+    if error_type == "unauthorized":
+        out_headers.setdefault("WWW-Authenticate", "Bearer")
+    return Response(
+        {"error_type": error_type, "message": message},
+        status_code=status_code,
+        media_type=MediaType.JSON,
+        headers=out_headers,
+    )
+
+
+def ragattn_error_handler(request: Request[Any, Any, Any], exc: RagattnError) -> Response[dict[str, str]]:
+    headers = {}
+    retry_after = getattr(exc, "retry_after_s", None)
+    if retry_after is not None:
+        headers["Retry-After"] = str(retry_after)
+    status = STATUS_BY_ERROR_TYPE.get(exc.error_type)
+    if status is None:
+        # config/model-load errors are startup failures; at request time they are our fault.
+        logger.error("unexpected %s on %s %s", type(exc).__name__, request.method, request.url.path, exc_info=exc)
+        return error_response("internal_error", "internal server error; see the server log")
+    return error_response(exc.error_type, str(exc), status=status, headers=headers)
+
+
+def _validation_message(exc: ValidationException) -> str:
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    details = []
+    for item in extra:
+        if isinstance(item, dict) and item.get("message"):
+            where = item.get("key")
+            details.append(f"{item['message']}" + (f" (at {where})" if where else ""))
+    head = exc.detail or "invalid request"
+    return f"{head}: {'; '.join(details)}" if details else head
+
+
+def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
+    status = exc.status_code
+    if isinstance(exc, ValidationException):
+        return error_response("invalid_request", _validation_message(exc), status=400)
+    error_type = _ERROR_TYPE_BY_STATUS.get(status, "internal_error" if status >= 500 else "invalid_request")
+    if status >= 500:
+        logger.error("HTTP %s on %s %s", status, request.method, request.url.path, exc_info=exc)
+        return error_response(error_type, "internal server error; see the server log", status=status)
+    message = exc.detail or error_type.replace("_", " ")
+    if status == 413:
+        message = "request body is larger than the server's limit (RAGATTN_MAX_BODY_BYTES)"
+    return error_response(error_type, message, status=status, headers=dict(exc.headers or {}))
+
+
+def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
+    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return error_response("internal_error", "internal server error; see the server log")
+
+
+EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
+    RagattnError: ragattn_error_handler,
+    HTTPException: http_exception_handler,
+    Exception: internal_error_handler,
+}
+
+__all__ = [
+    "EXCEPTION_HANDLERS",
+    "STATUS_BY_ERROR_TYPE",
+    "QueueFullError",
+    "RateLimitedError",
+    "UnauthorizedError",
+    "error_response",
+]

@@ -1,0 +1,3 @@
+"""Route controllers: health, rerank, compress."""
+
+from __future__ import annotations

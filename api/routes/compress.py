@@ -1,0 +1,18 @@
+"""Compression route: sentence pruning under one budget (ratio, target tokens or threshold)."""
+
+from __future__ import annotations
+
+from litestar import Controller, Response, post
+
+from api.routes.rerank import CACHE_HEADER
+from api.schemas import CompressRequest, CompressResponse
+from api.service import Service
+
+
+class CompressController(Controller):
+    tags = ["compress"]
+
+    @post("/v1/compress", status_code=200, summary="Prune documents to the sentences that answer the query")
+    async def compress(self, data: CompressRequest, service: Service) -> Response[CompressResponse]:
+        body, hit = await service.compress(data)
+        return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})

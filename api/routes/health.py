@@ -1,0 +1,38 @@
+"""Liveness, readiness and Prometheus metrics; public even when API keys are configured."""
+
+from __future__ import annotations
+
+from litestar import Controller, MediaType, Response, get
+from litestar.datastructures import State
+
+from api.metrics import Metrics
+from api.schemas import HealthResponse, ReadyResponse
+from api.service import Service
+from ragattn.errors import NotReadyError
+
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4"
+
+
+class HealthController(Controller):
+    opt = {"public": True}
+    tags = ["health"]
+
+    @get("/health", summary="Liveness: the process serves HTTP")
+    async def health(self) -> HealthResponse:
+        return HealthResponse(status="ok")
+
+    @get("/ready", summary="Readiness: the proxy model is loaded (503 not_ready until then)")
+    async def ready(self, state: State) -> ReadyResponse:
+        service: Service | None = state.get("service")
+        if service is None:
+            raise NotReadyError("the proxy model is still loading")
+        return ReadyResponse(
+            status="ready",
+            model=service.model_name,
+            rerank_method=str(getattr(service.reranker, "method", "")),
+            cache=service.cache.name,
+        )
+
+    @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=True)
+    async def metrics(self, metrics: Metrics) -> Response[bytes]:
+        return Response(metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)

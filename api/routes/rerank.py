@@ -1,0 +1,33 @@
+"""Rerank routes: Cohere v1 and v2, and ``/rerank`` for Jina/TEI-style clients."""
+
+from __future__ import annotations
+
+from litestar import Controller, Response, post
+
+from api.schemas import RerankRequest, RerankResponse
+from api.service import Service
+
+CACHE_HEADER = "x-ragattn-cache"
+
+
+def with_cache_header(body: RerankResponse, hit: bool) -> Response[RerankResponse]:
+    return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})
+
+
+class RerankController(Controller):
+    tags = ["rerank"]
+
+    @post("/v1/rerank", status_code=200, summary="Rerank documents (Cohere v1 shape)")
+    async def rerank_v1(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
+        body, hit = await service.rerank(data, api_version="1")
+        return with_cache_header(body, hit)
+
+    @post("/v2/rerank", status_code=200, summary="Rerank documents (Cohere v2 shape)")
+    async def rerank_v2(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
+        body, hit = await service.rerank(data, api_version="2")
+        return with_cache_header(body, hit)
+
+    @post("/rerank", status_code=200, summary="Rerank documents; also accepts TEI's 'texts'")
+    async def rerank(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
+        body, hit = await service.rerank(data, api_version="1")
+        return with_cache_header(body, hit)

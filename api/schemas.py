@@ -1,0 +1,296 @@
+"""Wire formats: msgspec Structs for every request and response body.
+
+Rerank requests accept a superset of Cohere v1/v2, Jina and TEI fields; responses are Cohere's
+shape. Library results are converted with ``from_result``; the library knows nothing of JSON.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+import msgspec
+from msgspec import Meta, Struct
+
+from ragattn.errors import InvalidInputError
+from ragattn.types import CompressionResult, Document, RerankResults
+
+PositiveInt = Annotated[int, Meta(ge=1)]
+
+
+class DocumentIn(Struct, kw_only=True):
+    """A document object: ``text`` is required; ``id``, ``title`` and ``metadata`` are kept."""
+
+    text: str
+    id: str | int | None = None
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def to_document(self) -> Document:
+        return Document(
+            text=self.text,
+            id=None if self.id is None else str(self.id),
+            title=self.title,
+            metadata=self.metadata or {},
+        )
+
+
+def to_documents(values: list[str | DocumentIn]) -> list[Document]:
+    return [Document(text=v) if isinstance(v, str) else v.to_document() for v in values]
+
+
+class RerankRequest(Struct, kw_only=True):
+    """Cohere v1/v2 rerank request, plus TEI's ``texts`` and the ``top_k`` / ``return_text`` aliases."""
+
+    query: str
+    documents: list[str | DocumentIn] | None = None
+    texts: list[str] | None = None
+    model: str | None = None
+    top_n: PositiveInt | None = None
+    top_k: PositiveInt | None = None
+    return_documents: bool | None = None
+    return_text: bool | None = None
+    max_tokens_per_doc: PositiveInt | None = None
+    max_chunks_per_doc: PositiveInt | None = None
+    rank_fields: list[str] | None = None
+    raw_scores: bool = False
+    priority: int | None = None
+
+    def resolved_documents(self) -> list[Document]:
+        """The candidates from ``documents`` or ``texts`` (exactly one of them)."""
+        if self.documents is not None and self.texts is not None:
+            raise InvalidInputError("send either 'documents' or 'texts', not both")
+        if self.documents is None and self.texts is None:
+            raise InvalidInputError("'documents' is required (a list of strings or {text} objects)")
+        if self.rank_fields is not None and self.rank_fields != ["text"]:
+            raise InvalidInputError("rank_fields other than ['text'] are not supported")
+        return to_documents(self.documents if self.documents is not None else list(self.texts or []))
+
+    def resolved_top_n(self) -> int | None:
+        if self.top_n is not None and self.top_k is not None and self.top_n != self.top_k:
+            raise InvalidInputError("top_n and top_k disagree; send one of them")
+        return self.top_n if self.top_n is not None else self.top_k
+
+    def resolved_return_documents(self) -> bool:
+        return bool(self.return_documents or self.return_text)
+
+
+class RerankDocumentOut(Struct):
+    text: str
+
+
+class RerankResultOut(Struct, omit_defaults=True):
+    index: int
+    relevance_score: float
+    document: RerankDocumentOut | None = None
+    raw_score: float | None = None
+
+
+class ApiVersion(Struct):
+    version: str
+
+
+class BilledUnits(Struct):
+    search_units: int
+    input_tokens: int
+
+
+class RerankMeta(Struct):
+    api_version: ApiVersion
+    billed_units: BilledUnits
+    warnings: list[str]
+
+
+class RerankResponse(Struct):
+    """Cohere's rerank response; ``model`` is an extra key naming the proxy that scored."""
+
+    id: str
+    results: list[RerankResultOut]
+    meta: RerankMeta
+    model: str
+
+    @classmethod
+    def from_result(
+        cls,
+        result: RerankResults,
+        *,
+        id: str,
+        api_version: str,
+        model: str,
+        input_tokens: int,
+        return_documents: bool,
+        raw_scores: bool,
+        warnings: list[str],
+    ) -> RerankResponse:
+        items = []
+        for r in result:
+            score = _finite(r.relevance_score, "relevance_score")
+            items.append(
+                RerankResultOut(
+                    index=r.index,
+                    relevance_score=score,
+                    document=RerankDocumentOut(text=r.document.text) if return_documents else None,
+                    raw_score=_finite(r.raw_score, "raw_score") if raw_scores else None,
+                )
+            )
+        n_docs = max((r.index for r in result), default=-1) + 1
+        return cls(
+            id=id,
+            results=items,
+            meta=RerankMeta(
+                api_version=ApiVersion(version=api_version),
+                billed_units=BilledUnits(search_units=max(1, math.ceil(n_docs / 100)), input_tokens=input_tokens),
+                warnings=[*warnings, *result.warnings],
+            ),
+            model=model,
+        )
+
+
+def _finite(value: float, name: str) -> float:
+    if not math.isfinite(value):
+        # One bad number must fail this request only, loudly, never serialize as NaN.
+        raise ValueError(f"{name} is not finite")
+    return float(value)
+
+
+Budget = Literal["ratio", "target_tokens", "threshold"]
+
+
+class CompressRequest(Struct, kw_only=True):
+    """Compress documents (or one ``context``) for a query under exactly one budget.
+
+    ``rate`` and ``target_token`` are LLMLingua's names for ``ratio`` and ``target_tokens``.
+    """
+
+    query: str
+    documents: list[str | DocumentIn] | None = None
+    context: str | list[str] | None = None
+    ratio: Annotated[float, Meta(gt=0, le=1)] | None = None
+    rate: Annotated[float, Meta(gt=0, le=1)] | None = None
+    target_tokens: PositiveInt | None = None
+    target_token: PositiveInt | None = None
+    threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
+    method: str | None = None
+    keep_order: bool = True
+
+    def resolved_documents(self) -> list[Document]:
+        if self.documents is not None and self.context is not None:
+            raise InvalidInputError("send either 'documents' or 'context', not both")
+        if self.documents is None and self.context is None:
+            raise InvalidInputError("'documents' (or 'context') is required")
+        if self.context is not None:
+            ctx = [self.context] if isinstance(self.context, str) else self.context
+            return [Document(text=t) for t in ctx]
+        return to_documents(self.documents or [])
+
+    def resolved_budget(self) -> dict[str, float | int]:
+        """Exactly one of ratio / target_tokens / threshold, aliases folded in."""
+        if self.ratio is not None and self.rate is not None:
+            raise InvalidInputError("send 'ratio' or its alias 'rate', not both")
+        if self.target_tokens is not None and self.target_token is not None:
+            raise InvalidInputError("send 'target_tokens' or its alias 'target_token', not both")
+        budget: dict[str, float | int] = {}
+        ratio = self.ratio if self.ratio is not None else self.rate
+        target = self.target_tokens if self.target_tokens is not None else self.target_token
+        if ratio is not None:
+            budget["ratio"] = ratio
+        if target is not None:
+            budget["target_tokens"] = target
+        if self.threshold is not None:
+            budget["threshold"] = self.threshold
+        if len(budget) != 1:
+            raise InvalidInputError("send exactly one budget: ratio (or rate), target_tokens or threshold")
+        return budget
+
+
+class KeptSpanOut(Struct):
+    start: int
+    end: int
+    score: float
+    text: str
+
+
+class CompressedDocumentOut(Struct):
+    index: int
+    text: str
+    kept_spans: list[KeptSpanOut]
+    sentence_scores: list[float]
+
+
+class CompressResponse(Struct):
+    """Compressed text per document and joined; token counts in ``tokenizer``'s tokens.
+
+    ``ratio`` is compressed_tokens / origin_tokens (the fraction kept).
+    """
+
+    id: str
+    compressed_text: str
+    documents: list[CompressedDocumentOut]
+    origin_tokens: int
+    compressed_tokens: int
+    ratio: float
+    tokenizer: str
+    method: str
+    model: str
+    warnings: list[str]
+
+    @classmethod
+    def from_result(cls, result: CompressionResult, *, id: str, model: str, warnings: list[str]) -> CompressResponse:
+        docs = [
+            CompressedDocumentOut(
+                index=d.index,
+                text=d.text,
+                kept_spans=[
+                    KeptSpanOut(start=s.start, end=s.end, score=_finite(s.score, "score"), text=s.text)
+                    for s in d.kept_spans
+                ],
+                sentence_scores=[_finite(x, "sentence_score") for x in d.sentence_scores],
+            )
+            for d in result.documents
+        ]
+        return cls(
+            id=id,
+            compressed_text=result.compressed_text,
+            documents=docs,
+            origin_tokens=result.origin_tokens,
+            compressed_tokens=result.compressed_tokens,
+            ratio=_finite(result.ratio, "ratio"),
+            tokenizer=result.tokenizer,
+            method=result.method,
+            model=model,
+            warnings=[*warnings, *result.warnings],
+        )
+
+
+class HealthResponse(Struct):
+    status: str
+
+
+class ReadyResponse(Struct):
+    status: str
+    model: str
+    rerank_method: str
+    cache: str
+
+
+class ErrorResponse(Struct):
+    """The body of every 4xx/5xx response."""
+
+    error_type: str
+    message: str
+
+
+def encode_cached(value: Struct) -> bytes:
+    return msgspec.msgpack.encode(value)
+
+
+__all__ = [
+    "CompressRequest",
+    "CompressResponse",
+    "DocumentIn",
+    "ErrorResponse",
+    "HealthResponse",
+    "ReadyResponse",
+    "RerankRequest",
+    "RerankResponse",
+]

@@ -1,0 +1,225 @@
+"""The service layer between routes and the library: limits, cache, coalescing, worker thread.
+
+Routes stay thin: they hand a request Struct to :class:`Service` and return what it gives back.
+A cached response equals a fresh one except ``id``, which is minted per request.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgspec
+
+import ragattn
+from api.schemas import CompressRequest, CompressResponse, RerankRequest, RerankResponse
+from api.worker import ModelWorker
+from ragattn.cache import Cache, cache_key
+from ragattn.errors import InputTooLargeError, InvalidInputError, TokenizerError
+from ragattn.settings import Settings
+from ragattn.types import Document
+
+logger = logging.getLogger(__name__)
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def model_fingerprint(proxy: Any, *parts: str) -> str:
+    """Identity of everything that can change an answer: weights, library code and assets, methods.
+
+    Weights are summarised by per-tensor sums (fast, and any change of values changes them); the
+    code and packaged assets (head profiles, probes) by a hash of their files.
+    """
+    h = hashlib.sha256()
+    h.update(f"{ragattn.__version__}|{proxy.name}|{proxy.source}|{proxy.dtype}|".encode())
+    h.update("|".join(parts).encode())
+    model = getattr(proxy, "model", None)
+    if model is not None:
+        import torch
+
+        with torch.inference_mode():
+            for name, tensor in model.state_dict().items():
+                t = tensor.detach().double()
+                h.update(f"{name}:{tuple(t.shape)}:{float(t.sum()):.9e}:{float(t.abs().sum()):.9e}".encode())
+    root = Path(ragattn.__file__).parent
+    assets = [*sorted(root.rglob("*.py")), *sorted((root.parent / "models").rglob("*"))]
+    for path in assets:
+        if path.is_file():
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+    return f"{proxy.name}@{h.hexdigest()[:24]}"
+
+
+class Service:
+    """Serves rerank and compress requests with limits, caching and a bounded model queue."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        reranker: Any,
+        compressor: Any | None,
+        compressor_factory: Callable[[Any, str | None], Any] | None,
+        cache: Cache,
+        worker: ModelWorker,
+        fingerprint: str,
+    ) -> None:
+        self.settings = settings
+        self.reranker = reranker
+        self.proxy = reranker.proxy
+        self.model_name: str = self.proxy.name
+        self.cache = cache
+        self.worker = worker
+        self.fingerprint = fingerprint
+        self._compressor_factory = compressor_factory
+        self._compressors: dict[str | None, Any] = {}
+        if compressor is not None:
+            self._compressors[None] = compressor
+            self._compressors[getattr(compressor, "method", None)] = compressor
+
+    @property
+    def can_compress(self) -> bool:
+        return bool(self._compressors) or self._compressor_factory is not None
+
+    # --- rerank -----------------------------------------------------------------------------
+
+    async def rerank(self, req: RerankRequest, *, api_version: str) -> tuple[RerankResponse, bool]:
+        documents = req.resolved_documents()
+        self._check_count(documents)
+        top_n = req.resolved_top_n()
+        if top_n is not None:
+            top_n = min(top_n, len(documents))  # Cohere semantics: clamp, do not fail
+        return_documents = req.resolved_return_documents()
+        params = {
+            "method": getattr(self.reranker, "method", ""),
+            "top_n": top_n,
+            "return_documents": return_documents,
+            "raw_scores": req.raw_scores,
+            "max_tokens_per_doc": req.max_tokens_per_doc,
+        }
+        key = cache_key(
+            model=self.fingerprint, route=f"rerank:v{api_version}", params=params, query=req.query, documents=documents
+        )
+
+        def compute() -> RerankResponse:
+            docs, warnings, tokens = self._prepare(req.query, documents, req.max_tokens_per_doc)
+            result = self.reranker.rerank(req.query, docs, top_n=top_n)
+            return RerankResponse.from_result(
+                result,
+                id="",
+                api_version=api_version,
+                model=self.model_name,
+                input_tokens=tokens,
+                return_documents=return_documents,
+                raw_scores=req.raw_scores,
+                warnings=warnings,
+            )
+
+        body, hit = await self._cached(key, "rerank", compute, RerankResponse)
+        return msgspec.structs.replace(body, id=new_id()), hit
+
+    # --- compress ---------------------------------------------------------------------------
+
+    async def compress(self, req: CompressRequest) -> tuple[CompressResponse, bool]:
+        documents = req.resolved_documents()
+        self._check_count(documents)
+        budget = req.resolved_budget()
+        method = req.method or self.settings.compress_method
+        params = {"method": method, "keep_order": req.keep_order, **budget}
+        key = cache_key(model=self.fingerprint, route="compress:v1", params=params, query=req.query, documents=documents)
+
+        def compute() -> CompressResponse:
+            docs, warnings, _ = self._prepare(req.query, documents, None)
+            compressor = self._compressor(method)
+            result = compressor.compress(req.query, docs, keep_order=req.keep_order, **budget)
+            return CompressResponse.from_result(result, id="", model=self.model_name, warnings=warnings)
+
+        body, hit = await self._cached(key, "compress", compute, CompressResponse)
+        return msgspec.structs.replace(body, id=new_id()), hit
+
+    def _compressor(self, method: str | None) -> Any:
+        """The compressor for ``method``, built once on the model thread and kept."""
+        compressor = self._compressors.get(method)
+        if compressor is None:
+            if self._compressor_factory is None:
+                raise InvalidInputError("compression is not available in this build")
+            compressor = self._compressor_factory(self.proxy, method)
+            self._compressors[method] = compressor
+        return compressor
+
+    # --- shared -----------------------------------------------------------------------------
+
+    def _check_count(self, documents: Sequence[Document]) -> None:
+        if not documents:
+            raise InvalidInputError("documents must hold at least one document")
+        limit = self.settings.max_documents
+        if len(documents) > limit:
+            raise InputTooLargeError(
+                f"{len(documents)} documents sent; this server accepts at most {limit} per request "
+                "(RAGATTN_MAX_DOCUMENTS); split the request"
+            )
+
+    def _prepare(
+        self, query: str, documents: Sequence[Document], truncate_to: int | None
+    ) -> tuple[list[Document], list[str], int]:
+        """Enforce token limits in proxy tokens; truncate to ``truncate_to`` with a warning.
+
+        Returns the documents to score, the warnings, and the total input tokens.
+        """
+        tokenizer = self.proxy.tokenizer
+        limits = self.settings
+        try:
+            q_ids = tokenizer(query, add_special_tokens=False)["input_ids"]
+            enc = tokenizer(
+                [d.text for d in documents], add_special_tokens=False, return_offsets_mapping=True
+            )
+        except Exception as exc:  # tokenizers raise bare exceptions on malformed text
+            raise TokenizerError(f"the proxy tokenizer could not encode the input: {type(exc).__name__}") from exc
+        if len(q_ids) > limits.max_query_tokens:
+            raise InputTooLargeError(
+                f"query has {len(q_ids)} tokens; the limit is {limits.max_query_tokens} (RAGATTN_MAX_QUERY_TOKENS)"
+            )
+        out: list[Document] = []
+        warnings: list[str] = []
+        total = len(q_ids)
+        for i, (doc, ids, offsets) in enumerate(zip(documents, enc["input_ids"], enc["offset_mapping"], strict=True)):
+            n = len(ids)
+            if truncate_to is not None and n > truncate_to:
+                cut = offsets[truncate_to - 1][1]
+                doc = dataclasses.replace(doc, text=doc.text[:cut])
+                warnings.append(f"documents[{i}] truncated from {n} to {truncate_to} tokens (max_tokens_per_doc)")
+                n = truncate_to
+            if n > limits.max_tokens_per_doc:
+                raise InputTooLargeError(
+                    f"documents[{i}] has {n} tokens; the limit is {limits.max_tokens_per_doc} "
+                    "(RAGATTN_MAX_TOKENS_PER_DOC); send max_tokens_per_doc to truncate instead"
+                )
+            total += n
+            out.append(doc)
+        return out, warnings, total
+
+    async def _cached(self, key: str, task: str, compute: Callable[[], S], kind: type[S]) -> tuple[S, bool]:
+        raw = await self.cache.get(key)
+        if raw is not None:
+            try:
+                return msgspec.msgpack.decode(raw, type=kind), True
+            except msgspec.DecodeError:
+                logger.warning("undecodable cache entry %s; recomputing", key)
+
+        async def fill() -> S:
+            value = await self.worker.run(task, compute)
+            await self.cache.set(key, msgspec.msgpack.encode(value))
+            return value
+
+        return await self.worker.run_once(key, fill), False
+
+
+__all__ = ["Service", "model_fingerprint", "new_id"]

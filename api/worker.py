@@ -1,0 +1,103 @@
+"""Model work off the event loop: one worker thread behind a bounded queue, with request coalescing.
+
+The proxy forward pass is CPU-bound and already uses torch's intra-op threads, so one model thread
+is the right width; a second would only contend for the same cores. ``max_pending`` bounds jobs
+waiting or running; one more raises :class:`QueueFullError` (429 with Retry-After). Identical
+concurrent requests (same cache key) share one computation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from api.errors import QueueFullError
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class ModelWorker:
+    """Runs blocking model calls on one thread; at most ``max_pending`` jobs queued or running."""
+
+    def __init__(self, *, max_pending: int, observe: Callable[[str, float], None] | None = None) -> None:
+        if max_pending < 1:
+            raise ValueError("max_pending must be >= 1")
+        self.max_pending = max_pending
+        self._observe = observe
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragattn-model")
+        self._lock = threading.Lock()
+        self._pending = 0
+        self._inflight: dict[str, asyncio.Future[Any]] = {}
+        self.coalesced = 0
+        self.rejected = 0
+
+    @property
+    def depth(self) -> int:
+        """Jobs queued or running now."""
+        return self._pending
+
+    def _release(self, _: Future[Any]) -> None:
+        with self._lock:
+            self._pending -= 1
+
+    def _timed(self, task: str, fn: Callable[[], T]) -> T:
+        started = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            if self._observe is not None:
+                self._observe(task, time.perf_counter() - started)
+
+    async def run(self, task: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(*args, **kwargs)`` on the model thread; ``task`` labels its timing."""
+        with self._lock:
+            if self._pending >= self.max_pending:
+                self.rejected += 1
+                raise QueueFullError(
+                    f"the model queue is full ({self.max_pending} jobs); retry shortly",
+                    retry_after_s=max(1, self._pending // 4),
+                )
+            self._pending += 1
+        call = functools.partial(self._timed, task, functools.partial(fn, *args, **kwargs))
+        try:
+            cf = self._executor.submit(call)
+        except RuntimeError:
+            with self._lock:
+                self._pending -= 1
+            raise
+        # The slot is freed when the thread finishes, even if the awaiting client went away.
+        cf.add_done_callback(self._release)
+        return await asyncio.wrap_future(cf)
+
+    async def run_once(self, key: str, compute: Callable[[], Awaitable[T]]) -> T:
+        """Await ``compute()`` unless an identical job (same ``key``) is already running; share it.
+
+        The computation runs as its own task, so a caller that disconnects cancels only its wait,
+        never the shared result the other callers are waiting for.
+        """
+        task = self._inflight.get(key)
+        if task is not None:
+            self.coalesced += 1
+        else:
+            task = asyncio.ensure_future(compute())
+            self._inflight[key] = task
+            task.add_done_callback(functools.partial(self._forget, key))
+        return await asyncio.shield(task)
+
+    def _forget(self, key: str, task: asyncio.Future[Any]) -> None:
+        self._inflight.pop(key, None)
+        if not task.cancelled():
+            task.exception()  # retrieved here so an abandoned failure is not logged as "never retrieved"
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+
+__all__ = ["ModelWorker"]
