@@ -82,7 +82,9 @@ class BeirDataset:
 
 def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     if not path.is_file():
-        raise InvalidInputError(f"{path} does not exist; point the loader at the shared data folder")
+        raise InvalidInputError(
+            f"{path} does not exist; point the loader at the shared data folder"
+        )
     with path.open(encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
@@ -91,7 +93,9 @@ def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 def _read_json(path: Path) -> Any:
     if not path.is_file():
-        raise InvalidInputError(f"{path} does not exist; point the loader at the shared data folder")
+        raise InvalidInputError(
+            f"{path} does not exist; point the loader at the shared data folder"
+        )
     with path.open(encoding="utf-8") as fh:
         return json.load(fh)
 
@@ -159,14 +163,18 @@ def load_beir(path: str | Path, split: Literal["test", "train", "dev"] = "test")
     folder = Path(path)
     qrels_path = folder / "qrels" / f"{split}.tsv"
     if not qrels_path.is_file():
-        raise InvalidInputError(f"{qrels_path} does not exist; valid splits have a qrels/<split>.tsv")
+        raise InvalidInputError(
+            f"{qrels_path} does not exist; valid splits have a qrels/<split>.tsv"
+        )
     qrels = read_beir_qrels(qrels_path)
     corpus = {
         str(d["_id"]): CorpusDoc(doc_id=str(d["_id"]), title=d.get("title") or "", text=d["text"])
         for d in _read_jsonl(folder / "corpus.jsonl")
     }
     queries = {
-        str(q["_id"]): q["text"] for q in _read_jsonl(folder / "queries.jsonl") if str(q["_id"]) in qrels
+        str(q["_id"]): q["text"]
+        for q in _read_jsonl(folder / "queries.jsonl")
+        if str(q["_id"]) in qrels
     }
     return BeirDataset(corpus=corpus, queries=queries, qrels=qrels)
 
@@ -294,7 +302,9 @@ def _joined_passage(
     return passage, len(gold_set) - len(supporting)
 
 
-def _split_passage(title: str, text: str, *, is_gold: bool, gold_chars: Iterable[int] = ()) -> Passage:
+def _split_passage(
+    title: str, text: str, *, is_gold: bool, gold_chars: Iterable[int] = ()
+) -> Passage:
     """Split ``text`` with split_sentences; a sentence is gold if it holds a ``gold_chars`` offset.
 
     An offset falling in the whitespace between two sentences belongs to the following sentence.
@@ -324,7 +334,7 @@ def _limited(items: Iterable[Any], limit: int | None) -> Iterator[Any]:
 
 
 def _hotpot_style(path: Path, limit: int | None, source: str) -> tuple[QAExample, ...]:
-    """HotpotQA-format records: ``context=[[title,[sentences]]]``, ``supporting_facts=[[title,i]]``."""
+    """HotpotQA layout: ``context=[[title,[sentences]]]``, ``supporting_facts=[[title,i]]``."""
     examples, dropped = [], 0
     for rec in _limited(_read_json(path), limit):
         gold: dict[str, set[int]] = {}
@@ -348,12 +358,14 @@ def _hotpot_style(path: Path, limit: int | None, source: str) -> tuple[QAExample
             )
         )
     if dropped:
-        logger.warning("%s: %d supporting facts point outside the context and were skipped", source, dropped)
+        logger.warning(
+            "%s: %d supporting facts point outside the context and were skipped", source, dropped
+        )
     return tuple(examples)
 
 
 def load_2wiki(path: str | Path, limit: int | None = None) -> tuple[QAExample, ...]:
-    """2WikiMultihopQA (``2wiki_dev_sample500.json``); the first ``limit`` questions in file order."""
+    """2WikiMultihopQA (``2wiki_dev_sample500.json``); first ``limit`` questions in file order."""
     return _hotpot_style(Path(path), limit, "2wiki")
 
 
@@ -377,7 +389,9 @@ def load_musique(path: str | Path, limit: int | None = None) -> tuple[QAExample,
         )
         answers = tuple(dict.fromkeys([rec["answer"], *rec.get("answer_aliases", [])]))
         examples.append(
-            QAExample(qid=str(rec["id"]), question=rec["question"], answers=answers, passages=passages)
+            QAExample(
+                qid=str(rec["id"]), question=rec["question"], answers=answers, passages=passages
+            )
         )
     return tuple(examples)
 
@@ -466,7 +480,8 @@ def split_for_training(
     """
     if not 0.0 <= holdout_fraction <= 1.0:
         raise InvalidInputError(f"holdout_fraction must be in [0, 1], got {holdout_fraction}")
-    train, evaluation = [], []
+    train: list[QAExample] = []
+    evaluation: list[QAExample] = []
     for ex in examples:
         digest = hashlib.sha256(f"{seed}:{ex.qid}".encode()).digest()
         u = int.from_bytes(digest[:8], "big") / 2**64
