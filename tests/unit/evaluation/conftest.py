@@ -1,0 +1,42 @@
+"""Fixtures for the evaluation tests: the shared data folder and a counting tokenizer."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The read-only shared data folder (override with RAGATTN_DATA_DIR)."""
+    path = Path(os.environ.get("RAGATTN_DATA_DIR", "/work/shared/data"))
+    if not (path / "trec-dl-2019").is_dir():
+        pytest.skip(f"shared data not found at {path}")
+    return path
+
+
+class WhitespaceTokenizer:
+    """A transparent stand-in for a HF tokenizer: one token per whitespace-separated word."""
+
+    name_or_path = "whitespace"
+
+    def __call__(self, texts, *, add_special_tokens=False):  # noqa: ANN001, ANN204
+        return {"input_ids": [t.split() for t in texts]}
+
+
+@pytest.fixture()
+def ws_tokenizer() -> WhitespaceTokenizer:
+    return WhitespaceTokenizer()
+
+
+@pytest.fixture(scope="session")
+def proxy_tokenizer():  # noqa: ANN201
+    """The proxy's HF tokenizer from the ragattn model cache."""
+    found = sorted((Path.home() / ".cache" / "ragattn").glob("SmolLM2-135M-Instruct.Q4_1-*"))
+    if not found:
+        pytest.skip("proxy tokenizer not in ~/.cache/ragattn")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(found[0]))
