@@ -1,0 +1,95 @@
+"""``ragattn index build`` / ``ragattn index search``: persisted first-stage retrieval indexes.
+
+Heavy imports (bm25s, faiss, sentence-transformers) happen inside the commands so that
+``ragattn --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+index_app = typer.Typer(
+    help="Build and search first-stage retrieval indexes (BM25 + dense + hybrid).",
+    no_args_is_help=True,
+)
+
+
+def _fail(exc: Exception) -> typer.Exit:
+    typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code=2)
+
+
+@index_app.command("build")
+def build(
+    corpus: Path = typer.Option(
+        ..., "--corpus", help="BEIR corpus.jsonl, JSONL with id/text per line, or a folder of .txt/.md"
+    ),
+    out: Path = typer.Option(..., "--out", help="index directory (replaced atomically if it exists)"),
+    bm25_backend: str = typer.Option("bm25s", help="bm25s (fast, default) or rank_bm25"),
+    chunk_words: str = typer.Option(
+        "auto", help="chunk size in words; 'auto' = 200 for folders, whole JSONL records; 0 = none"
+    ),
+    chunk_overlap: int = typer.Option(40, help="words shared by consecutive chunks"),
+    dense: bool = typer.Option(True, "--dense/--no-dense", help="also build the MiniLM FAISS index"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress bars"),
+) -> None:
+    """Read a corpus, chunk it, and write a BM25 + dense index with a manifest."""
+    from ragattn.errors import RagattnError
+    from ragattn.retrieve.index import Index
+
+    words: int | str | None
+    if chunk_words == "auto":
+        words = "auto"
+    elif chunk_words.isdigit():
+        words = int(chunk_words) or None
+    else:
+        raise _fail(ValueError(f"--chunk-words must be 'auto' or a whole number, got {chunk_words!r}"))
+    try:
+        index = Index.build(
+            corpus,
+            out,
+            chunk_words=words,  # type: ignore[arg-type]
+            chunk_overlap=chunk_overlap,
+            bm25_backend=bm25_backend,  # type: ignore[arg-type]
+            dense=dense,
+            show_progress=progress,
+        )
+    except RagattnError as exc:
+        raise _fail(exc) from exc
+    m = index.manifest
+    dense_desc = "none" if m.dense is None else f"{m.dense['index']} dim={m.dense['dim']}"
+    typer.echo(
+        f"wrote {out}: {m.documents} documents from {m.source_documents} "
+        f"({m.source_format}), bm25={m.bm25['backend']}, "
+        f"dense={dense_desc}, "
+        f"content_hash={m.content_hash[:12]}, seconds={m.build_seconds}"
+    )
+    if m.skipped:
+        typer.echo(f"skipped {len(m.skipped)}: " + "; ".join(m.skipped), err=True)
+
+
+@index_app.command("search")
+def search(
+    index_dir: Path = typer.Argument(..., help="an index directory written by 'index build'"),
+    query: str = typer.Argument(..., help="the query text"),
+    k: int = typer.Option(10, "-k", "--top-k", help="number of hits"),
+    mode: str = typer.Option("hybrid", help="hybrid, bm25 or dense"),
+    as_json: bool = typer.Option(False, "--json", help="print hits as JSON lines"),
+) -> None:
+    """Search an index and print the top hits."""
+    from ragattn.errors import RagattnError
+    from ragattn.retrieve.index import Index
+
+    try:
+        hits = Index.load(index_dir).search(query, k, mode=mode)  # type: ignore[arg-type]
+    except RagattnError as exc:
+        raise _fail(exc) from exc
+    for hit in hits:
+        if as_json:
+            typer.echo(json.dumps(hit.to_dict(), ensure_ascii=False))
+        else:
+            snippet = " ".join(hit.text.split())[:100]
+            typer.echo(f"{hit.rank:>3}  {hit.score:8.4f}  {hit.doc_id}  {snippet}")

@@ -1,0 +1,327 @@
+"""Corpora for first-stage retrieval: readers, chunking, and the hit type retrievers return.
+
+Three on-disk layouts are read into :class:`~ragattn.types.Document` lists:
+
+* a BEIR ``corpus.jsonl`` (``{"_id", "title", "text", ...}`` per line);
+* a JSONL file with ``{"id", "text"}`` (optional ``"title"``) per line;
+* a folder of ``.txt`` / ``.md`` files (recursive, UTF-8), one document per file, its id the
+  path relative to the folder (POSIX separators). Hidden files and folders are skipped.
+
+Long documents are split into overlapping word windows by :func:`chunk_documents`; every chunk's
+text is an exact substring of its source (``source.text[start:end]``), recorded in the chunk's
+metadata, so nothing is rewritten. ``Hit`` lives here rather than in each retriever because it is
+a pointer back into a corpus: all retrievers (BM25, dense, hybrid) return the same type.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from ragattn.errors import InvalidInputError
+from ragattn.types import Document, DocumentLike, as_documents
+
+logger = logging.getLogger(__name__)
+
+CorpusFormat = Literal["beir", "jsonl", "folder", "documents"]
+TEXT_SUFFIXES = (".txt", ".md")
+_WORD_SPAN = re.compile(r"\S+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hit:
+    """One retrieved document.
+
+    Attributes:
+        doc_id: the document's (or chunk's) id in the corpus.
+        score: the retriever's score, higher is better; units depend on the retriever (BM25
+            score, cosine similarity in [-1, 1], or a weighted reciprocal-rank-fusion sum).
+        rank: 1-based position in the result list.
+        text: the document text.
+        title: the document title, if any.
+        index: 0-based position of the document in the corpus the retriever was built on.
+    """
+
+    doc_id: str
+    score: float
+    rank: int
+    text: str
+    title: str | None = None
+    index: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "doc_id": self.doc_id,
+            "score": self.score,
+            "rank": self.rank,
+            "text": self.text,
+            "title": self.title,
+            "index": self.index,
+        }
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Anything that returns the ``k`` best :class:`Hit` objects for a query, best first."""
+
+    def search(self, query: str, k: int = 10) -> list[Hit]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Corpus:
+    """Documents read from one source, and what was skipped while reading (never silently)."""
+
+    documents: tuple[Document, ...]
+    source: str
+    format: CorpusFormat
+    skipped: tuple[str, ...] = field(default_factory=tuple)
+
+
+def indexable_text(doc: Document) -> str:
+    """The text both BM25 and the embedder see: the title (if any), a newline, then the body."""
+    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
+
+
+def content_hash(documents: Iterable[Document]) -> str:
+    """sha256 over each document's id, title and text in order (hex), independent of metadata."""
+    digest = hashlib.sha256()
+    for doc in documents:
+        record = [doc.id, doc.title or "", doc.text]
+        digest.update(json.dumps(record, ensure_ascii=False).encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def with_ids(values: Sequence[DocumentLike]) -> list[Document]:
+    """Coerce to documents and give any id-less document its position as id; ids must be unique.
+
+    Raises:
+        InvalidInputError: two documents share an id.
+    """
+    docs = as_documents(values)
+    out = [
+        d
+        if d.id is not None
+        else Document(text=d.text, id=str(i), title=d.title, metadata=d.metadata)
+        for i, d in enumerate(docs)
+    ]
+    _check_unique(out, source="documents")
+    return out
+
+
+def _check_unique(docs: Sequence[Document], *, source: str) -> None:
+    seen: set[str] = set()
+    for doc in docs:
+        assert doc.id is not None  # set by every reader
+        if doc.id in seen:
+            raise InvalidInputError(
+                f"{source}: document id {doc.id!r} appears more than once; ids must be unique"
+            )
+        seen.add(doc.id)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except PermissionError as exc:
+        raise InvalidInputError(
+            f"cannot read {path}: permission denied; fix its permissions or remove it from the corpus"
+        ) from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"cannot read {path}: not valid UTF-8 (byte {exc.start}); convert it to UTF-8 or "
+            "remove it from the corpus"
+        ) from exc
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _jsonl_document(record: Any, path: Path, line_no: int) -> tuple[Document, bool]:
+    where = f"{path}, line {line_no}"
+    if not isinstance(record, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object with 'id'/'_id' and 'text'")
+    is_beir = "_id" in record
+    doc_id = record.get("_id", record.get("id"))
+    if doc_id is None or isinstance(doc_id, dict | list):
+        raise InvalidInputError(f"{where}: missing 'id' (or BEIR '_id'); give every line an id")
+    text = record.get("text")
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{where}: 'text' must be a string")
+    title = record.get("title")
+    if title is not None and not isinstance(title, str):
+        raise InvalidInputError(f"{where}: 'title' must be a string when present")
+    meta = record.get("metadata")
+    return (
+        Document(
+            text=text,
+            id=str(doc_id),
+            title=title or None,
+            metadata=meta if isinstance(meta, dict) else {},
+        ),
+        is_beir,
+    )
+
+
+def read_jsonl(path: Path) -> Corpus:
+    """Read a BEIR ``corpus.jsonl`` or a JSONL file of ``{"id", "text"[, "title"]}`` records.
+
+    Raises:
+        InvalidInputError: the file is unreadable, a line is not a JSON object with an id and a
+            string text, ids repeat, or there are no documents.
+    """
+    raw = _read_text(path)
+    docs: list[Document] = []
+    beir = False
+    for line_no, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInputError(
+                f"{path}, line {line_no}: not valid JSON ({exc.msg}); each line must be one object"
+            ) from exc
+        doc, is_beir = _jsonl_document(record, path, line_no)
+        beir = beir or is_beir
+        docs.append(doc)
+    _check_unique(docs, source=str(path))
+    corpus = Corpus(documents=tuple(docs), source=str(path), format="beir" if beir else "jsonl")
+    return _non_empty(corpus)
+
+
+def read_folder(path: Path) -> Corpus:
+    """Read every ``.txt`` / ``.md`` file under ``path`` (sorted by relative path) as one document.
+
+    Whitespace-only files are skipped and listed in ``Corpus.skipped``.
+
+    Raises:
+        InvalidInputError: a file is unreadable or not UTF-8, or no file has any text.
+    """
+    docs: list[Document] = []
+    skipped: list[str] = []
+    files = sorted(
+        p
+        for p in path.rglob("*")
+        if p.suffix.lower() in TEXT_SUFFIXES
+        and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        and not p.is_dir()  # a dangling symlink is reported as unreadable, not skipped
+    )
+    for file in files:
+        rel = file.relative_to(path).as_posix()
+        text = _read_text(file)
+        if not text.strip():
+            skipped.append(f"{rel}: empty")
+            logger.warning("skipping empty corpus file %s", file)
+            continue
+        docs.append(Document(text=text, id=rel, metadata={"path": rel}))
+    corpus = Corpus(documents=tuple(docs), source=str(path), format="folder", skipped=tuple(skipped))
+    return _non_empty(corpus)
+
+
+def _non_empty(corpus: Corpus) -> Corpus:
+    if not corpus.documents:
+        what = (
+            f"no non-empty {' or '.join(TEXT_SUFFIXES)} files"
+            if corpus.format == "folder"
+            else "no documents"
+        )
+        raise InvalidInputError(
+            f"corpus {corpus.source} has {what}; point --corpus at a BEIR corpus.jsonl, a JSONL "
+            "file with 'id' and 'text' per line, or a folder of .txt/.md files"
+        )
+    return corpus
+
+
+def read_corpus(path: str | Path) -> Corpus:
+    """Read a corpus from a BEIR/JSONL file or a folder of text files (see the module docstring).
+
+    Raises:
+        InvalidInputError: the path does not exist, is of an unknown kind, is unreadable, or
+            holds no documents.
+    """
+    p = Path(path)
+    if p.is_dir():
+        return read_folder(p)
+    if p.is_file():
+        if p.suffix.lower() in {".jsonl", ".json", ".ndjson"}:
+            return read_jsonl(p)
+        raise InvalidInputError(
+            f"corpus {p} is not a .jsonl file; give a BEIR corpus.jsonl, a JSONL file with "
+            "'id' and 'text' per line, or a folder of .txt/.md files"
+        )
+    raise InvalidInputError(f"corpus {p} does not exist; check the path")
+
+
+def chunk_spans(text: str, *, max_words: int, overlap: int) -> list[tuple[int, int]]:
+    """Character spans of overlapping windows of ``max_words`` whitespace-separated words.
+
+    Consecutive windows share ``overlap`` words. A text of at most ``max_words`` words is one span.
+    Spans start and end on word boundaries, so ``text[start:end]`` has no outer whitespace.
+
+    Raises:
+        InvalidInputError: ``max_words < 1`` or ``overlap`` is not in ``[0, max_words)``.
+    """
+    if max_words < 1:
+        raise InvalidInputError(f"chunk size must be at least 1 word, got {max_words}")
+    if not 0 <= overlap < max_words:
+        raise InvalidInputError(
+            f"chunk overlap must be in [0, {max_words}) words (below the chunk size), got {overlap}"
+        )
+    words = [(m.start(), m.end()) for m in _WORD_SPAN.finditer(text)]
+    if not words:
+        return []
+    spans: list[tuple[int, int]] = []
+    step = max_words - overlap
+    for first in range(0, len(words), step):
+        last = min(first + max_words, len(words)) - 1
+        spans.append((words[first][0], words[last][1]))
+        if last == len(words) - 1:
+            break
+    return spans
+
+
+def chunk_documents(
+    documents: Sequence[Document], *, max_words: int = 200, overlap: int = 40
+) -> list[Document]:
+    """Split documents longer than ``max_words`` words into overlapping chunks.
+
+    A document that fits in one window is kept as is (same id). Otherwise its chunks get ids
+    ``"{id}#{n}"`` (n from 0), the source title, and metadata ``source_id``, ``chunk``, ``start``,
+    ``end`` (character offsets into the source text) besides the source's own metadata.
+
+    Raises:
+        InvalidInputError: invalid ``max_words`` / ``overlap`` (see :func:`chunk_spans`).
+    """
+    out: list[Document] = []
+    for doc in documents:
+        spans = chunk_spans(doc.text, max_words=max_words, overlap=overlap)
+        if len(spans) <= 1:
+            out.append(doc)
+            continue
+        for n, (start, end) in enumerate(spans):
+            meta = {**doc.metadata, "source_id": doc.id, "chunk": n, "start": start, "end": end}
+            out.append(
+                Document(text=doc.text[start:end], id=f"{doc.id}#{n}", title=doc.title, metadata=meta)
+            )
+    return out
+
+
+__all__ = [
+    "Corpus",
+    "Hit",
+    "Retriever",
+    "chunk_documents",
+    "chunk_spans",
+    "content_hash",
+    "indexable_text",
+    "read_corpus",
+    "read_folder",
+    "read_jsonl",
+    "with_ids",
+]

@@ -1,0 +1,340 @@
+"""Persisted retrieval indexes: build once from a corpus, load later, search BM25/dense/hybrid.
+
+An index is a directory::
+
+    manifest.json     what was built: counts, model, dimensions, parameters, content hash
+    documents.jsonl   the indexed documents (chunks) in index order: id, title, text, metadata
+    bm25/             the bm25s sparse matrix (absent for the rank_bm25 backend, rebuilt on load)
+    dense.faiss       the FAISS index with its vectors (absent when built without dense)
+
+A build writes everything into a fresh temporary sibling directory (``.NAME.tmp-*``), manifest
+last, then swaps it in with two renames on the same filesystem: the old index (if any) is
+renamed aside, the new one into place, the old one deleted. A build that fails or is killed
+before the swap leaves the previous index untouched (a killed build leaves its ``.tmp-*``
+directory behind, which is safe to delete); a failed swap renames the old index back.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from ragattn import __version__
+from ragattn.embed import Embedder
+from ragattn.errors import InvalidInputError
+from ragattn.retrieve.bm25 import DEFAULT_BACKEND, Backend, BM25Retriever
+from ragattn.retrieve.corpus import (
+    Corpus,
+    Hit,
+    chunk_documents,
+    content_hash,
+    read_corpus,
+    with_ids,
+)
+from ragattn.retrieve.dense import DEFAULT_EXACT_MAX, DenseRetriever
+from ragattn.retrieve.hybrid import HybridRetriever
+from ragattn.types import Document, DocumentLike
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+DOCUMENTS = "documents.jsonl"
+BM25_DIR = "bm25"
+DENSE_FILE = "dense.faiss"
+FOLDER_CHUNK_WORDS = 200
+Mode = Literal["hybrid", "bm25", "dense"]
+MODES: tuple[Mode, ...] = ("hybrid", "bm25", "dense")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Manifest:
+    """The description of a built index, stored as ``manifest.json``.
+
+    ``content_hash`` is :func:`~ragattn.retrieve.corpus.content_hash` of the indexed documents
+    (sha256 hex); ``build_seconds`` holds wall-clock seconds per build stage.
+    """
+
+    format_version: int
+    ragattn_version: str
+    created_at: str
+    source: str
+    source_format: str
+    source_documents: int
+    documents: int
+    skipped: tuple[str, ...]
+    chunking: dict[str, int] | None
+    content_hash: str
+    bm25: dict[str, Any]
+    dense: dict[str, Any] | None
+    hybrid: dict[str, Any]
+    build_seconds: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["skipped"] = list(self.skipped)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Manifest:
+        return cls(**{**data, "skipped": tuple(data.get("skipped", ()))})
+
+
+class Index:
+    """A loaded index: documents, a BM25 retriever, an optional dense one, and their fusion."""
+
+    def __init__(
+        self,
+        *,
+        manifest: Manifest,
+        documents: Sequence[Document],
+        bm25: BM25Retriever,
+        dense: DenseRetriever | None,
+        path: Path | None = None,
+    ) -> None:
+        self.manifest = manifest
+        self.documents = tuple(documents)
+        self.bm25 = bm25
+        self.dense = dense
+        self.path = path
+        parts: dict[str, Any] = {"bm25": bm25} if dense is None else {"bm25": bm25, "dense": dense}
+        weights = {name: manifest.hybrid["weights"][name] for name in parts}
+        self.hybrid = HybridRetriever(
+            parts, weights=weights, k_rrf=manifest.hybrid["k_rrf"], depth=manifest.hybrid["depth"]
+        )
+
+    def search(self, query: str, k: int = 10, *, mode: Mode = "hybrid") -> list[Hit]:
+        """The ``k`` best hits for ``query`` from the hybrid (default), BM25 or dense retriever.
+
+        Raises:
+            InvalidInputError: unknown mode, ``dense`` on an index built without vectors, ``k < 1``.
+        """
+        if mode == "hybrid":
+            return self.hybrid.search(query, k)
+        if mode == "bm25":
+            return self.bm25.search(query, k)
+        if mode == "dense":
+            if self.dense is None:
+                raise InvalidInputError("this index was built without dense vectors; use bm25")
+            return self.dense.search(query, k)
+        raise InvalidInputError(f"unknown search mode {mode!r}; choose one of {MODES}")
+
+    @classmethod
+    def build(
+        cls,
+        corpus: str | Path | Sequence[DocumentLike],
+        out_dir: str | Path,
+        *,
+        chunk_words: int | Literal["auto"] | None = "auto",
+        chunk_overlap: int = 40,
+        bm25_backend: Backend = DEFAULT_BACKEND,
+        dense: bool = True,
+        embedder: Embedder | None = None,
+        exact_max: int = DEFAULT_EXACT_MAX,
+        weights: Mapping[str, float] | None = None,
+        k_rrf: float = 60.0,
+        depth: int = 100,
+        show_progress: bool = False,
+    ) -> Index:
+        """Build an index from a corpus path or documents and write it atomically to ``out_dir``.
+
+        Args:
+            corpus: a BEIR/JSONL file or folder of .txt/.md (see ``corpus.read_corpus``), or a
+                sequence of strings / Documents / mappings (id-less documents get their position).
+            out_dir: the index directory; an existing index there is replaced only on success.
+            chunk_words: window size in words; ``"auto"`` chunks folder corpora at 200 words and
+                keeps JSONL records whole; ``None`` never chunks.
+            chunk_overlap: words shared by consecutive chunks.
+            bm25_backend: ``"bm25s"`` or ``"rank_bm25"``.
+            dense: also embed documents and build the FAISS index.
+            embedder: the embedder (default: the packaged MiniLM).
+            exact_max: corpora up to this many documents get an exact FAISS index, larger HNSW.
+            weights: RRF weights for ``bm25`` / ``dense`` (default 1.0 each).
+            k_rrf: the RRF constant.
+            depth: hits taken from each retriever before fusion.
+            show_progress: show progress bars.
+
+        Raises:
+            InvalidInputError: unreadable or empty corpus, bad parameters, or ``out_dir`` is an
+                existing non-empty directory that is not an index.
+        """
+        timings: dict[str, float] = {}
+        start = time.perf_counter()
+        source = _as_corpus(corpus)
+        words = _chunk_size(chunk_words, source)
+        docs = (
+            chunk_documents(source.documents, max_words=words, overlap=chunk_overlap)
+            if words is not None
+            else list(source.documents)
+        )
+        timings["read"] = time.perf_counter() - start
+        out = Path(out_dir).absolute()
+        _check_target(out)
+        hybrid_cfg = {
+            "weights": dict(weights) if weights else {"bm25": 1.0, "dense": 1.0},
+            "k_rrf": k_rrf,
+            "depth": depth,
+        }
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        try:
+            start = time.perf_counter()
+            bm25 = BM25Retriever(docs, backend=bm25_backend, show_progress=show_progress)
+            timings["bm25"] = time.perf_counter() - start
+            start = time.perf_counter()
+            vectors = (
+                DenseRetriever(
+                    docs, embedder=embedder, exact_max=exact_max, show_progress=show_progress
+                )
+                if dense
+                else None
+            )
+            timings["dense"] = time.perf_counter() - start
+            manifest = Manifest(
+                format_version=FORMAT_VERSION,
+                ragattn_version=__version__,
+                created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                source=source.source,
+                source_format=source.format,
+                source_documents=len(source.documents),
+                documents=len(docs),
+                skipped=source.skipped,
+                chunking=None if words is None else {"max_words": words, "overlap": chunk_overlap},
+                content_hash=content_hash(docs),
+                bm25=bm25.config(),
+                dense=vectors.config() if vectors is not None else None,
+                hybrid=hybrid_cfg,
+                build_seconds={k: round(v, 3) for k, v in timings.items()},
+            )
+            index = cls(manifest=manifest, documents=docs, bm25=bm25, dense=vectors, path=out)
+            _write(index, tmp)
+            _swap(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return index
+
+    @classmethod
+    def load(cls, directory: str | Path, *, embedder: Embedder | None = None) -> Index:
+        """Load an index written by :meth:`build`, checking its documents against the manifest.
+
+        Raises:
+            InvalidInputError: the directory is not an index, is of another format version, or
+                its documents do not match the manifest's count or content hash.
+        """
+        path = Path(directory)
+        manifest = _read_manifest(path)
+        docs = _read_documents(path / DOCUMENTS)
+        if len(docs) != manifest.documents or content_hash(docs) != manifest.content_hash:
+            raise InvalidInputError(
+                f"index {path} is corrupt: {DOCUMENTS} does not match {MANIFEST}; rebuild it with "
+                "'ragattn index build'"
+            )
+        bm25 = BM25Retriever.load(path / BM25_DIR, docs, manifest.bm25)
+        vectors = (
+            DenseRetriever.load(path / DENSE_FILE, docs, manifest.dense, embedder=embedder)
+            if manifest.dense is not None
+            else None
+        )
+        return cls(manifest=manifest, documents=docs, bm25=bm25, dense=vectors, path=path)
+
+
+def _as_corpus(corpus: str | Path | Sequence[DocumentLike]) -> Corpus:
+    if isinstance(corpus, str | Path):
+        return read_corpus(corpus)
+    docs = with_ids(corpus)
+    if not docs:
+        raise InvalidInputError("cannot build an index from no documents; pass at least one")
+    return Corpus(documents=tuple(docs), source="<documents>", format="documents")
+
+
+def _chunk_size(chunk_words: int | Literal["auto"] | None, source: Corpus) -> int | None:
+    if chunk_words == "auto":
+        return FOLDER_CHUNK_WORDS if source.format == "folder" else None
+    return chunk_words
+
+
+def _check_target(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InvalidInputError(f"index output {out} is a file; choose a directory path")
+    if out.is_dir() and any(out.iterdir()) and not (out / MANIFEST).is_file():
+        raise InvalidInputError(
+            f"index output {out} is a non-empty directory without {MANIFEST}; refusing to replace "
+            "it; choose a new or empty directory"
+        )
+
+
+def _write(index: Index, directory: Path) -> None:
+    with (directory / DOCUMENTS).open("w", encoding="utf-8") as fh:
+        for doc in index.documents:
+            record = {"id": doc.id, "title": doc.title, "text": doc.text, "metadata": dict(doc.metadata)}
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    (directory / BM25_DIR).mkdir()
+    index.bm25.save(directory / BM25_DIR)
+    if index.dense is not None:
+        index.dense.save(directory / DENSE_FILE)
+    with (directory / MANIFEST).open("w", encoding="utf-8") as fh:
+        json.dump(index.manifest.to_dict(), fh, indent=2, ensure_ascii=False)
+        fh.write("\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def _swap(new: Path, out: Path) -> None:
+    if not out.exists():
+        os.rename(new, out)
+        return
+    old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
+    os.rename(out, old)
+    try:
+        os.rename(new, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _read_manifest(path: Path) -> Manifest:
+    file = path / MANIFEST
+    if not file.is_file():
+        raise InvalidInputError(
+            f"{path} is not a ragattn index (no {MANIFEST}); build one with "
+            "'ragattn index build --corpus PATH --out DIR'"
+        )
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidInputError(f"cannot read {file}: {exc}; rebuild the index") from exc
+    if data.get("format_version") != FORMAT_VERSION:
+        raise InvalidInputError(
+            f"index {path} has format version {data.get('format_version')}, this ragattn reads "
+            f"{FORMAT_VERSION}; rebuild it with 'ragattn index build'"
+        )
+    return Manifest.from_dict(data)
+
+
+def _read_documents(file: Path) -> list[Document]:
+    try:
+        lines = file.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read {file}: {exc}; rebuild the index") from exc
+    docs = []
+    for line in lines:
+        r = json.loads(line)
+        docs.append(Document(text=r["text"], id=r["id"], title=r["title"], metadata=r["metadata"]))
+    return docs
+
+
+__all__ = ["MODES", "Index", "Manifest"]

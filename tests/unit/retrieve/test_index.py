@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ragattn.embed import Embedder
+from ragattn.errors import InvalidInputError
+from ragattn.retrieve.corpus import content_hash
+from ragattn.retrieve.index import Index
+from ragattn.types import Document
+
+QUERIES = ("a kitten on a rug", "bake bread", "vitamin deficiency", "stock shares")
+
+
+def _results(index: Index) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    return {
+        (mode, q): [(h.doc_id, round(h.score, 5)) for h in index.search(q, 3, mode=mode)]  # type: ignore[arg-type]
+        for mode in ("bm25", "dense", "hybrid")
+        for q in QUERIES
+    }
+
+
+def test_round_trip_same_results_and_manifest(beir_file: Path, tmp_path: Path, embedder: Embedder) -> None:
+    out = tmp_path / "idx"
+    built = Index.build(beir_file, out, embedder=embedder)
+    loaded = Index.load(out, embedder=embedder)
+    assert _results(loaded) == _results(built)
+    assert loaded.search("bake bread", 1)[0].doc_id == "bread"
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["documents"] == m["source_documents"] == 5
+    assert m["source_format"] == "beir" and m["chunking"] is None
+    assert m["dense"]["embedder"] == "minilm-l6" and m["dense"]["dim"] == 384 and m["dense"]["index"] == "flat"
+    assert m["bm25"]["backend"] == "bm25s"
+    assert m["content_hash"] == content_hash(loaded.documents)
+    assert sorted(p.name for p in out.iterdir()) == ["bm25", "dense.faiss", "documents.jsonl", "manifest.json"]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_rank_bm25_backend_round_trip_without_dense(beir_file: Path, tmp_path: Path) -> None:
+    built = Index.build(beir_file, tmp_path / "idx", bm25_backend="rank_bm25", dense=False)
+    loaded = Index.load(tmp_path / "idx")
+    assert [h.doc_id for h in loaded.search("cat mat", 2)] == [h.doc_id for h in built.search("cat mat", 2)] == ["cat"]
+    with pytest.raises(InvalidInputError, match="built without dense vectors"):
+        loaded.search("cat", mode="dense")
+
+
+def test_folder_corpus_is_chunked(tmp_path: Path) -> None:
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "long.md").write_text(" ".join(f"w{i}" for i in range(450)))
+    (folder / "short.txt").write_text("tiny note about zebras")
+    index = Index.build(folder, tmp_path / "idx", dense=False)
+    assert [d.id for d in index.documents] == ["long.md#0", "long.md#1", "long.md#2", "short.txt"]
+    assert index.manifest.chunking == {"max_words": 200, "overlap": 40}
+    assert index.search("w400", 5)[0].doc_id == "long.md#2"
+    assert index.search("zebras", 5)[0].doc_id == "short.txt"
+
+
+class _InterruptingEmbedder:
+    """Stands in for the embedder to interrupt a build half-way (the unit under test is the writer)."""
+
+    name = "interrupting"
+    dim = 384
+
+    def encode(self, texts: list[str], *, show_progress: bool = False) -> None:
+        raise KeyboardInterrupt
+
+
+def test_interrupted_build_leaves_previous_index_intact(
+    beir_file: Path, tmp_path: Path, embedder: Embedder
+) -> None:
+    out = tmp_path / "idx"
+    Index.build(beir_file, out, embedder=embedder)
+    before = _results(Index.load(out, embedder=embedder))
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"id": "new", "text": "entirely new corpus"}\n')
+    with pytest.raises(KeyboardInterrupt):
+        Index.build(other, out, embedder=_InterruptingEmbedder())  # type: ignore[arg-type]
+    assert _results(Index.load(out, embedder=embedder)) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl", "idx", "other.jsonl"]
+    # a successful rebuild replaces it
+    Index.build(other, out, embedder=embedder)
+    assert [d.id for d in Index.load(out, embedder=embedder).documents] == ["new"]
+
+
+@pytest.mark.slow
+def test_killed_build_process_leaves_previous_index_intact(
+    beir_file: Path, tmp_path: Path, embedder: Embedder
+) -> None:
+    out = tmp_path / "idx"
+    Index.build(beir_file, out, embedder=embedder)
+    before = _results(Index.load(out, embedder=embedder))
+    big = tmp_path / "big.jsonl"
+    with big.open("w") as fh:
+        for i in range(20_000):
+            fh.write(json.dumps({"id": f"d{i}", "text": f"document number {i} about topic {i % 97}"}) + "\n")
+    script = (
+        "import sys; from ragattn.retrieve.index import Index; "
+        "Index.build(sys.argv[1], sys.argv[2])"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script, str(big), str(out)])
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.glob(".idx.tmp-*")):  # created before any stage runs
+            assert proc.poll() is None, "build finished before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert _results(Index.load(out, embedder=embedder)) == before
+
+
+def test_refuses_to_replace_a_non_index_directory(beir_file: Path, tmp_path: Path) -> None:
+    target = tmp_path / "precious"
+    target.mkdir()
+    (target / "thesis.tex").write_text("do not delete")
+    with pytest.raises(InvalidInputError, match="non-empty directory without manifest.json; refusing"):
+        Index.build(beir_file, target, dense=False)
+    assert (target / "thesis.tex").read_text() == "do not delete"
+
+
+def test_load_errors(beir_file: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match=re.escape(f"{tmp_path} is not a ragattn index (no manifest.json)")):
+        Index.load(tmp_path)
+    out = tmp_path / "idx"
+    Index.build(beir_file, out, dense=False)
+    docs = out / "documents.jsonl"
+    docs.write_text(docs.read_text().replace("purred", "barked"))
+    with pytest.raises(InvalidInputError, match="is corrupt: documents.jsonl does not match manifest.json"):
+        Index.load(out)
+
+
+def test_empty_inputs(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(InvalidInputError, match="has no documents; point --corpus at"):
+        Index.build(empty, tmp_path / "idx")
+    with pytest.raises(InvalidInputError, match="from no documents"):
+        Index.build([], tmp_path / "idx")
+    assert not (tmp_path / "idx").exists()
+
+
+def test_documents_sequence_input(tmp_path: Path) -> None:
+    index = Index.build(["alpha beta", Document(id="g", text="gamma delta")], tmp_path / "i", dense=False)
+    assert [h.doc_id for h in index.search("gamma", 3)] == ["g"]
+    assert index.manifest.source_format == "documents"
