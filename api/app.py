@@ -94,7 +94,9 @@ def create_app(settings: Settings | None = None, *, reranker: Any = None, compre
             rr = reranker if reranker is not None else await anyio.to_thread.run_sync(_load_reranker, settings)
             factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
             comp = compressor
-            if comp is None and factory is not None:
+            if comp is None and factory is not None and settings.compress_method:
+                # An explicitly configured method must load at startup; the library default is
+                # built on first use, so a missing probe never takes rerank down with it.
                 comp = await anyio.to_thread.run_sync(factory, rr.proxy, settings.compress_method)
             fingerprint = await anyio.to_thread.run_sync(
                 model_fingerprint, rr.proxy, str(getattr(rr, "method", "")), str(getattr(comp, "method", ""))

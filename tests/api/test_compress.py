@@ -1,0 +1,81 @@
+"""``POST /v1/compress`` over HTTP against the real compressor (untrained ``focal`` method)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+pytestmark = pytest.mark.anyio
+
+QUERY = "When was the Eiffel Tower completed?"
+DOCS = [
+    "The Eiffel Tower is in Paris. It was completed in 1889. Bananas are yellow.",
+    "Mount Everest is the highest mountain. It lies in the Himalayas.",
+]
+
+
+@pytest.fixture(autouse=True)
+def _needs_compressor(compressor: Any) -> None:
+    if compressor is None:
+        pytest.fail("ragattn.compress is missing: the compress route has no engine")
+
+
+async def test_compress_matches_the_library(client: AsyncTestClient[Litestar], compressor: Any) -> None:
+    resp = await client.post("/v1/compress", json={"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": "focal"})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    expected = compressor.compress(QUERY, DOCS, ratio=0.5)
+    assert body["compressed_text"] == expected.compressed_text
+    assert body["origin_tokens"] == expected.origin_tokens
+    assert body["compressed_tokens"] == expected.compressed_tokens
+    assert isinstance(body["ratio"], float) and 0 < body["ratio"] <= 1
+    assert body["method"] == "focal"
+    assert [d["index"] for d in body["documents"]] == [0, 1]
+    for doc in body["documents"]:
+        source = DOCS[doc["index"]]
+        for span in doc["kept_spans"]:
+            assert source[span["start"] : span["end"]] == span["text"]  # spans slice back to their text
+            assert 0.0 <= span["score"] <= 1.0
+
+
+async def test_context_string_and_llmlingua_aliases(client: AsyncTestClient[Litestar]) -> None:
+    resp = await client.post(
+        "/v1/compress", json={"query": QUERY, "context": DOCS[0], "target_token": 12, "method": "focal"}
+    )
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert len(body["documents"]) == 1
+    assert body["compressed_tokens"] <= body["origin_tokens"]
+
+
+async def test_compress_cache_hit_equals_fresh(client: AsyncTestClient[Litestar]) -> None:
+    payload = {"query": QUERY, "documents": DOCS, "threshold": 0.2, "method": "focal"}
+    fresh = await client.post("/v1/compress", json=payload)
+    cached = await client.post("/v1/compress", json=payload)
+    assert (fresh.headers["x-ragattn-cache"], cached.headers["x-ragattn-cache"]) == ("miss", "hit")
+    strip = lambda b: {k: v for k, v in b.items() if k != "id"}  # noqa: E731
+    assert strip(cached.json()) == strip(fresh.json())
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "error_type", "fragment"),
+    [
+        ({"query": QUERY, "documents": DOCS}, 400, "invalid_request", "exactly one budget"),
+        ({"query": QUERY, "documents": DOCS, "ratio": 0.5, "threshold": 0.1}, 400, "invalid_request", "exactly one"),
+        ({"query": QUERY, "documents": DOCS, "ratio": 1.5}, 400, "invalid_request", "ratio"),
+        ({"query": QUERY, "documents": DOCS, "ratio": 0.5, "rate": 0.5}, 400, "invalid_request", "alias"),
+        ({"query": QUERY, "ratio": 0.5}, 400, "invalid_request", "'documents' (or 'context') is required"),
+        ({"query": "", "documents": DOCS, "ratio": 0.5}, 400, "invalid_request", "non-empty"),
+        ({"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": "nope"}, 400, "invalid_request", "nope"),
+    ],
+)
+async def test_bad_compress_requests(
+    client: AsyncTestClient[Litestar], payload: Any, status: int, error_type: str, fragment: str
+) -> None:
+    resp = await client.post("/v1/compress", json=payload)
+    assert resp.status_code == status, resp.text
+    assert resp.json()["error_type"] == error_type
+    assert fragment in resp.json()["message"]

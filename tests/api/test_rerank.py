@@ -1,0 +1,110 @@
+"""Rerank routes over real HTTP (Litestar's AsyncTestClient with the real lifespan and engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+pytestmark = pytest.mark.anyio
+
+QUERY = "What is the capital of France?"
+DOCS = [
+    "Bananas are a yellow fruit rich in potassium.",
+    "Paris is the capital and largest city of France.",
+    "The Rhine flows through Germany and the Netherlands.",
+]
+
+
+def _without_id(body: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in body.items() if k != "id"}
+
+
+async def test_v2_matches_the_library_exactly(client: AsyncTestClient[Litestar], reranker: Any) -> None:
+    """The server is a thin layer: same order and scores as calling the library in process."""
+    resp = await client.post("/v2/rerank", json={"model": "rerank-v3.5", "query": QUERY, "documents": DOCS})
+    assert resp.status_code == 200
+    body = resp.json()
+    expected = reranker.rerank(QUERY, DOCS)
+    assert [r["index"] for r in body["results"]] == [r.index for r in expected]
+    for got, want in zip(body["results"], expected, strict=True):
+        assert got["relevance_score"] == pytest.approx(want.relevance_score, abs=1e-6)
+        assert 0.0 <= got["relevance_score"] <= 1.0
+        assert set(got) == {"index", "relevance_score"}
+    assert body["meta"]["api_version"] == {"version": "2"}
+    assert body["meta"]["billed_units"]["search_units"] == 1
+    assert body["meta"]["billed_units"]["input_tokens"] > 0
+    assert body["meta"]["warnings"] == []
+    assert body["model"] == "smollm2-135m"
+    assert isinstance(body["id"], str) and body["id"]
+
+
+async def test_v1_objects_return_documents_and_top_n(client: AsyncTestClient[Litestar]) -> None:
+    docs = [{"text": t, "id": f"d{i}"} for i, t in enumerate(DOCS)]
+    resp = await client.post("/v1/rerank", json={"query": QUERY, "documents": docs, "top_n": 2, "return_documents": True})
+    assert resp.status_code == 200
+    results = resp.json()["results"]
+    assert len(results) == 2
+    for r in results:
+        assert r["document"] == {"text": DOCS[r["index"]]}
+    assert resp.json()["meta"]["api_version"] == {"version": "1"}
+
+
+async def test_tei_texts_alias_and_top_n_clamped(client: AsyncTestClient[Litestar]) -> None:
+    resp = await client.post(
+        "/rerank", json={"query": QUERY, "texts": DOCS, "top_k": 50, "return_text": True, "raw_scores": True}
+    )
+    assert resp.status_code == 200
+    results = resp.json()["results"]
+    assert sorted(r["index"] for r in results) == [0, 1, 2]
+    assert all(isinstance(r["raw_score"], float) and r["document"]["text"] for r in results)
+
+
+async def test_truncation_is_reported_in_meta_warnings(client: AsyncTestClient[Litestar]) -> None:
+    long_doc = "Paris is the capital of France. " * 40
+    resp = await client.post(
+        "/v2/rerank", json={"model": "m", "query": QUERY, "documents": [long_doc, DOCS[0]], "max_tokens_per_doc": 16}
+    )
+    assert resp.status_code == 200
+    warnings = resp.json()["meta"]["warnings"]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("documents[0] truncated from ")
+    assert warnings[0].endswith(" to 16 tokens (max_tokens_per_doc)")
+
+
+async def test_cached_response_equals_fresh(client: AsyncTestClient[Litestar]) -> None:
+    payload = {"model": "m", "query": QUERY, "documents": DOCS, "top_n": 2}
+    fresh = await client.post("/v2/rerank", json=payload)
+    cached = await client.post("/v2/rerank", json=payload)
+    assert fresh.headers["x-ragattn-cache"] == "miss"
+    assert cached.headers["x-ragattn-cache"] == "hit"
+    assert _without_id(cached.json()) == _without_id(fresh.json())
+    assert cached.json()["id"] != fresh.json()["id"]
+    # A different document order is a different request (indices change), never a stale hit.
+    reordered = await client.post("/v2/rerank", json={**payload, "documents": DOCS[::-1]})
+    assert reordered.headers["x-ragattn-cache"] == "miss"
+
+
+async def test_disabled_cache_still_answers(make_app: Callable[..., Litestar]) -> None:
+    async with AsyncTestClient(app=make_app(cache_backend="none")) as c:
+        payload = {"model": "m", "query": QUERY, "documents": DOCS[:2]}
+        first = await c.post("/v2/rerank", json=payload)
+        second = await c.post("/v2/rerank", json=payload)
+    assert second.headers["x-ragattn-cache"] == "miss"
+    assert _without_id(first.json()) == _without_id(second.json())
+
+
+async def test_metrics_count_requests_cache_and_model_time(client: AsyncTestClient[Litestar]) -> None:
+    payload = {"model": "m", "query": QUERY, "documents": DOCS[:2]}
+    await client.post("/v2/rerank", json=payload)
+    await client.post("/v2/rerank", json=payload)
+    text = (await client.get("/metrics")).text
+    assert 'ragattn_requests_total{method="POST",route="/v2/rerank",status="200"} 2.0' in text
+    assert 'ragattn_cache_events_total{event="hit"} 1.0' in text
+    assert 'ragattn_cache_events_total{event="miss"} 1.0' in text
+    assert 'ragattn_model_seconds_count{task="rerank"} 1.0' in text
+    assert "ragattn_queue_depth 0.0" in text
+    assert "ragattn_request_duration_seconds_bucket" in text
