@@ -6,7 +6,11 @@ Sub-command groups live next to what they drive (``ragattn.retrieve.cli``, ``rag
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+
+from ragattn.retrieve.cli import index_app
 
 app = typer.Typer(
     name="ragattn",
@@ -16,6 +20,11 @@ app = typer.Typer(
 )
 
 # --- sub-command groups (one line each; keep this block sorted) ---
+bench_app = typer.Typer(help="Benchmarks, reported as same-run ratios against a naive baseline.")
+app.add_typer(bench_app, name="bench")
+probe_app = typer.Typer(help="Sentence probes for compression: train on the shared training material.")
+app.add_typer(probe_app, name="probe")
+app.add_typer(index_app, name="index")
 
 
 @app.command()
@@ -24,6 +33,57 @@ def version() -> None:
     from ragattn import __version__
 
     typer.echo(__version__)
+
+
+@bench_app.command("attention")
+def bench_attention_cmd(
+    data: Path = typer.Option(Path("../shared/data/trec-dl-2019"), help="TREC DL19 folder (candidates)."),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    docs: int = typer.Option(20, help="Number of candidate documents."),
+    doc_tokens: int = typer.Option(100, help="Proxy tokens per document."),
+    runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
+    threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+    out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
+) -> None:
+    """Naive eager two-pass ICR vs the engine (row capture, early exit, KV reuse), same run."""
+    import json
+
+    from ragattn.bench import bench_attention
+    from ragattn.proxy import load_proxy
+
+    result = bench_attention(load_proxy(proxy, threads=threads), data, n_docs=docs, doc_tokens=doc_tokens, runs=runs)
+    typer.echo(
+        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, {result['threads']} threads\n"
+        f"| variant | median s | runs |\n|---|---|---|\n"
+        f"| naive eager, all layers, 2 full passes | {result['naive_median_s']:.3f} | "
+        f"{', '.join(f'{s:.2f}' for s in result['naive_runs_s'])} |\n"
+        f"| engine (rows, exit after layer {result['deepest_layer']}, KV reuse) | "
+        f"{result['engine_median_s']:.3f} | {', '.join(f'{s:.2f}' for s in result['engine_runs_s'])} |\n"
+        f"speed-up {result['speedup']:.1f}x; peak RSS {result['peak_rss_engine_mb']:.0f} MiB (engine), "
+        f"{result['peak_rss_after_naive_mb']:.0f} MiB (after naive)"
+    )
+    if out:
+        out.write_text(json.dumps(result, indent=2))
+
+
+@probe_app.command("train")
+def probe_train(
+    data: Path = typer.Option(Path("../shared/data"), help="The shared data folder."),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    per_source: int = typer.Option(100, min=1, help="Training questions per source."),
+    models_dir: Path | None = typer.Option(None, help="Where to write models/<proxy>/ (default: repo models/)."),
+    features_cache: Path | None = typer.Option(None, help="Reuse/save extracted features here (.npz)."),
+    threads: int | None = typer.Option(None, help="torch threads."),
+) -> None:
+    """Extract features on training data and fit the fused, sentinel and lexical probes."""
+    from ragattn.compress import PROBE_METHODS, default_models_dir, proxy_slug
+    from ragattn.compress.card import fit_all
+    from ragattn.proxy import load_proxy
+
+    loaded = load_proxy(proxy, threads=threads)
+    out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
+    report = fit_all(loaded, data, out_dir, per_source=per_source, features_cache=features_cache, methods=PROBE_METHODS)
+    typer.echo(report)
 
 
 if __name__ == "__main__":

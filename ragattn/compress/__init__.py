@@ -1,0 +1,302 @@
+"""Sentence-level context compression: the :class:`Compressor` facade and its methods.
+
+Methods (``METHODS``):
+- ``fused``: the trained probe over Sentinel attention features + BM25 + MiniLM + position/length.
+- ``sentinel``: the trained probe over Sentinel attention features only.
+- ``lexical``: the same probe recipe without any attention feature (attention switched off).
+- ``focal``: AttentionRAG's answer-prefix focal token, untrained.
+- ``attention-raw``: last-token context share averaged over all heads, untrained (a baseline).
+Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragattn.compress.budget import Budget, select
+from ragattn.compress.features import Unit, attention_block, sentence_features
+from ragattn.compress.focal import focal_scores
+from ragattn.compress.probe import Probe
+from ragattn.errors import InvalidInputError, ModelLoadError
+from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
+from ragattn.sentences import split_sentences
+from ragattn.types import (
+    CompressedDocument,
+    CompressionResult,
+    Document,
+    DocumentLike,
+    KeptSpan,
+    as_documents,
+)
+
+DOC_JOINER = "\n\n"
+"""Documents are joined with a blank line in the original and the compressed context alike."""
+
+
+def default_models_dir() -> Path:
+    """``models/`` at the top of the source tree (beside the ``ragattn`` package)."""
+    return Path(__file__).resolve().parents[2] / "models"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProbeMethod:
+    """A probe-based method: which feature blocks it computes and the file of its weights."""
+
+    attention: bool
+    lexical: bool
+    dense: bool
+    rows: str = "last"
+
+
+PROBE_METHODS: dict[str, ProbeMethod] = {
+    "fused": ProbeMethod(attention=True, lexical=True, dense=True),
+    "sentinel": ProbeMethod(attention=True, lexical=False, dense=False),
+    "lexical": ProbeMethod(attention=False, lexical=True, dense=True),
+}
+UNTRAINED_METHODS = ("focal", "attention-raw")
+METHODS = tuple(sorted([*PROBE_METHODS, *UNTRAINED_METHODS]))
+DEFAULT_METHOD = "fused"
+
+
+def probe_path(models_dir: Path, proxy: Proxy, method: str) -> Path:
+    return models_dir / proxy_slug(proxy) / f"{method}.npz"
+
+
+def proxy_slug(proxy: Proxy) -> str:
+    """A directory-safe name for the proxy (``smollm2-135m``, or the last path component)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", Path(proxy.name).name.removesuffix(".gguf")).strip("-")
+
+
+def _resolve_tokenizer(tokenizer: Any, proxy: Proxy) -> tuple[Any, str]:
+    if tokenizer is None:
+        return proxy.tokenizer, proxy.name
+    if isinstance(tokenizer, str):
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(tokenizer), tokenizer
+        except OSError as exc:
+            raise InvalidInputError(f"tokenizer {tokenizer!r} is not available offline: {exc}") from exc
+    return tokenizer, str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
+
+
+def _count(tokenizer: Any, text: str) -> int:
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else 0
+
+
+_ENTITY = re.compile(r"\b(?:[A-Z][\w'-]+|\d[\d,.]*)\b")
+
+
+class Compressor:
+    """Keeps the sentences of the context that a small proxy's attention marks as useful.
+
+    Args:
+        proxy: a loaded :class:`Proxy` or a name/path for :func:`load_proxy` (default SmolLM2-135M).
+        method: one of :data:`METHODS` (default: the best measured, ``fused``).
+        models_dir: where probe weights live (default: the repository's ``models/``).
+        max_chunk_tokens: contexts longer than this many proxy tokens are read in sentence-aligned
+            chunks (reported in ``warnings``).
+    """
+
+    def __init__(
+        self,
+        proxy: str | Proxy = DEFAULT_PROXY,
+        *,
+        method: str = DEFAULT_METHOD,
+        models_dir: str | Path | None = None,
+        max_chunk_tokens: int = 2048,
+        dtype: str = "float32",
+        threads: int | None = None,
+    ) -> None:
+        if method not in METHODS:
+            raise InvalidInputError(f"unknown compress method {method!r}; valid: {', '.join(METHODS)}")
+        self.proxy = proxy if isinstance(proxy, Proxy) else load_proxy(proxy, dtype=dtype, threads=threads)
+        self.method = method
+        self.max_chunk_tokens = max_chunk_tokens
+        self.models_dir = Path(models_dir) if models_dir else default_models_dir()
+        self.probe: Probe | None = None
+        if method in PROBE_METHODS:
+            path = probe_path(self.models_dir, self.proxy, method)
+            if not path.is_file():
+                raise ModelLoadError(
+                    f"no trained probe for method {method!r} and proxy {self.proxy.name!r} at {path}; "
+                    "train it with: ragattn probe train"
+                )
+            self.probe = Probe.load(path)
+
+    # -- scoring ---------------------------------------------------------------------------
+
+    def score_units(self, query: str, documents: Sequence[Document], units: Sequence[Unit]) -> tuple[np.ndarray, int]:
+        """Keep scores in [0, 1] for ``units`` and the number of proxy chunks read."""
+        if not units:
+            return np.zeros(0), 0
+        if self.method in PROBE_METHODS:
+            spec = PROBE_METHODS[self.method]
+            feats = sentence_features(
+                self.proxy, query, documents, units, attention=spec.attention, lexical=spec.lexical,
+                dense=spec.dense, rows=spec.rows, max_chunk_tokens=self.max_chunk_tokens,
+            )
+            assert self.probe is not None
+            return self.probe.predict(feats.names, feats.matrix), feats.chunks
+        if self.method == "focal":
+            return focal_scores(self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens), 1
+        block, _, chunks = attention_block(self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens)
+        mean = block.mean(axis=1)
+        return 1.0 / (1.0 + np.exp(-mean)), chunks
+
+    # -- public API ------------------------------------------------------------------------
+
+    def compress(
+        self,
+        query: str,
+        documents: str | Sequence[DocumentLike],
+        *,
+        ratio: float | None = None,
+        target_tokens: int | None = None,
+        threshold: float | None = None,
+        keep_order: bool = True,
+        tokenizer: Any = None,
+        keep_entities: bool = False,
+    ) -> CompressionResult:
+        """Compress ``documents`` (or one ``context`` string) for ``query`` under one budget.
+
+        Args:
+            query: the question the context should answer (non-empty).
+            documents: a context string, or strings / Documents / mappings with ``text``.
+            ratio: fraction of tokens to keep, in (0, 1].
+            target_tokens: keep at most this many tokens.
+            threshold: keep sentences with keep score >= threshold (in [0, 1]).
+            keep_order: kept sentences in original order (default) or best first.
+            tokenizer: counts tokens: a tokenizer object or a local/offline name; default the proxy's.
+            keep_entities: always keep sentences naming a capitalised word or number of the query.
+
+        Returns:
+            A :class:`CompressionResult`; its text is a concatenation of original substrings
+            (documents joined by a blank line), and the highest-scoring sentence is always kept.
+
+        Raises:
+            InvalidInputError: empty query, not exactly one valid budget, malformed documents.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("query must be a non-empty string")
+        budget = Budget.from_args(ratio, target_tokens, threshold)
+        docs = [Document(text=documents)] if isinstance(documents, str) else as_documents(documents)
+        tok, tok_name = _resolve_tokenizer(tokenizer, self.proxy)
+        units = [Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)]
+        origin_text = DOC_JOINER.join(doc.text for doc in docs)
+        origin_tokens = _count(tok, origin_text)
+        warnings: list[str] = []
+        if not units:
+            empty = tuple(
+                CompressedDocument(index=d, text="", kept_spans=(), sentence_scores=(), sentence_spans=(), document=doc)
+                for d, doc in enumerate(docs)
+            )
+            return CompressionResult(
+                compressed_text="",
+                documents=empty,
+                origin_tokens=origin_tokens,
+                compressed_tokens=0,
+                ratio=1.0,
+                tokenizer=tok_name,
+                method=self.method,
+                warnings=("the context holds no text; nothing to compress",),
+            )
+        scores, chunks = self.score_units(query, docs, units)
+        if chunks > 1:
+            warnings.append(
+                f"the context was read in {chunks} chunks of at most {self.max_chunk_tokens} proxy tokens"
+            )
+        costs = [_count(tok, docs[u.doc].text[u.start : u.end]) for u in units]
+        forced = self._entity_units(query, docs, units) if keep_entities else []
+        kept = select(
+            list(scores),
+            costs,
+            budget,
+            origin_tokens,
+            lambda ids: _count(tok, _context_text(docs, units, sorted(ids))),
+            forced=forced,
+        )
+        limit = budget.token_limit(origin_tokens)
+        ordered = sorted(kept) if keep_order else sorted(kept, key=lambda i: (-scores[i], i))
+        text = _context_text(docs, units, ordered) if keep_order else DOC_JOINER.join(
+            docs[units[i].doc].text[units[i].start : units[i].end] for i in ordered
+        )
+        compressed_tokens = _count(tok, text)
+        if limit is not None and compressed_tokens > limit:
+            reason = "forced entity sentences" if forced else "the best sentence alone is longer than the budget"
+            warnings.append(f"kept {compressed_tokens} tokens, over the budget of {limit}: {reason}")
+        per_doc = []
+        for d, doc in enumerate(docs):
+            members = [i for i in range(len(units)) if units[i].doc == d]
+            doc_kept = [i for i in sorted(kept) if units[i].doc == d]
+            per_doc.append(
+                CompressedDocument(
+                    index=d,
+                    text=_doc_text(doc.text, [units[i] for i in members], [units[i] for i in doc_kept]),
+                    kept_spans=tuple(
+                        KeptSpan(
+                            doc_index=d,
+                            start=units[i].start,
+                            end=units[i].end,
+                            score=float(scores[i]),
+                            text=doc.text[units[i].start : units[i].end],
+                        )
+                        for i in doc_kept
+                    ),
+                    sentence_scores=tuple(float(scores[i]) for i in members),
+                    sentence_spans=tuple((units[i].start, units[i].end) for i in members),
+                    document=doc,
+                )
+            )
+        return CompressionResult(
+            compressed_text=text,
+            documents=tuple(per_doc),
+            origin_tokens=origin_tokens,
+            compressed_tokens=compressed_tokens,
+            ratio=compressed_tokens / origin_tokens if origin_tokens else 1.0,
+            tokenizer=tok_name,
+            method=self.method,
+            warnings=tuple(warnings),
+        )
+
+    @staticmethod
+    def _entity_units(query: str, docs: Sequence[Document], units: Sequence[Unit]) -> list[int]:
+        """Units naming a capitalised word (not the first) or a number of the query."""
+        words = query.split()
+        entities = {m.group(0).lower() for m in _ENTITY.finditer(" ".join(words[1:]))}
+        if not entities:
+            return []
+        return [
+            i for i, u in enumerate(units) if any(e in docs[u.doc].text[u.start : u.end].lower() for e in entities)
+        ]
+
+
+def _doc_text(text: str, members: Sequence[Unit], kept: Sequence[Unit]) -> str:
+    """Kept sentences of one document in order, each with its original trailing whitespace (so the
+    result is a concatenation of substrings of ``text``), right-stripped."""
+    starts = [u.start for u in members]
+    out = []
+    for u in kept:
+        nxt = next((s for s in starts if s >= u.end), len(text))
+        out.append(text[u.start : nxt])
+    return "".join(out).rstrip()
+
+
+def _context_text(docs: Sequence[Document], units: Sequence[Unit], ordered: Sequence[int]) -> str:
+    """The compressed context: per document :func:`_doc_text`, non-empty ones joined by DOC_JOINER."""
+    parts = []
+    for d, doc in enumerate(docs):
+        members = [u for u in units if u.doc == d]
+        kept = [units[i] for i in ordered if units[i].doc == d]
+        if kept:
+            parts.append(_doc_text(doc.text, members, kept))
+    return DOC_JOINER.join(p for p in parts if p)
+
+
+__all__ = ["DEFAULT_METHOD", "METHODS", "Compressor"]

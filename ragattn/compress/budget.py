@@ -1,0 +1,87 @@
+"""Budgets: which sentences to keep, counted in a named downstream tokenizer.
+
+Exactly one budget is given: ``ratio`` (fraction of tokens kept, 0 < ratio <= 1), ``target_tokens``
+(tokens kept at most) or ``threshold`` (keep sentences whose score is at least this, in [0, 1]).
+Selection is greedy by score; a sentence that does not fit is skipped and smaller ones are still
+tried (Sentinel stops at the first misfit; skipping uses the budget better). The highest-scoring
+sentence is always kept. After joining, the text is re-counted and the lowest-scoring sentences are
+dropped while it is over budget (joins can merge or split tokens).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ragattn.errors import InvalidInputError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """A validated budget; ``kind`` is ``ratio``, ``target_tokens`` or ``threshold``."""
+
+    kind: str
+    value: float
+
+    @classmethod
+    def from_args(cls, ratio: float | None, target_tokens: int | None, threshold: float | None) -> Budget:
+        given = [(k, v) for k, v in (("ratio", ratio), ("target_tokens", target_tokens), ("threshold", threshold)) if v is not None]
+        if len(given) != 1:
+            raise InvalidInputError("give exactly one budget: ratio, target_tokens or threshold")
+        kind, value = given[0]
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(float(value)):
+            raise InvalidInputError(f"{kind} must be a number")
+        if kind == "ratio" and not 0 < value <= 1:
+            raise InvalidInputError("ratio is the fraction of tokens kept and must be in (0, 1]")
+        if kind == "target_tokens" and (int(value) != value or value < 1):
+            raise InvalidInputError("target_tokens must be a positive integer")
+        if kind == "threshold" and not 0 <= value <= 1:
+            raise InvalidInputError("threshold must be in [0, 1]")
+        return cls(kind=kind, value=float(value))
+
+    def token_limit(self, origin_tokens: int) -> int | None:
+        if self.kind == "ratio":
+            return max(1, math.floor(self.value * origin_tokens))
+        if self.kind == "target_tokens":
+            return int(self.value)
+        return None
+
+
+def select(
+    scores: Sequence[float],
+    costs: Sequence[int],
+    budget: Budget,
+    origin_tokens: int,
+    count_joined: Callable[[Sequence[int]], int],
+    forced: Sequence[int] = (),
+) -> list[int]:
+    """Indices of kept units (in score order of admission, caller re-sorts).
+
+    Args:
+        scores: one score per unit (higher = keep first).
+        costs: tokens of each unit in the downstream tokenizer (with its trailing joiner).
+        budget: the validated budget.
+        origin_tokens: tokens of the whole original context (for ``ratio``).
+        count_joined: counts the tokens of the joined text of a set of kept units.
+        forced: units kept regardless of score (e.g. sentences naming query entities).
+    """
+    if not scores:
+        return []
+    ranked = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    limit = budget.token_limit(origin_tokens)
+    kept = list(dict.fromkeys(forced))
+    if limit is None:
+        kept += [i for i in ranked if scores[i] >= budget.value and i not in kept]
+        return kept or ranked[:1]
+    used = sum(costs[i] for i in kept)
+    for i in ranked:
+        if i in kept:
+            continue
+        if not kept or used + costs[i] <= limit:
+            kept.append(i)
+            used += costs[i]
+    while len(kept) > 1 and count_joined(kept) > limit:
+        removable = [i for i in kept if i not in forced] or kept
+        kept.remove(min(removable, key=lambda i: (scores[i], -i)))
+    return kept

@@ -1,0 +1,197 @@
+"""Per-sentence features from one proxy forward pass (Sentinel) plus cheap lexical/dense signals.
+
+Attention features (Sentinel, methods.md §4.2): the prompt is "Given the following information:
+<context> Answer the following question ... <q> Answer:"; the attention row of the last prompt
+token, per (layer, head), is renormalised over the context tokens (a share of context attention);
+each sentence gets the mean share over its tokens. Shares are multiplied by the number of context
+tokens (1.0 = uniform reading) and log-transformed, so features do not depend on context length.
+Optionally the rows of the whole question span are averaged as a second block (ICR-style).
+
+Long contexts are read in chunks of whole sentences of at most ``max_chunk_tokens`` proxy tokens;
+every chunk carries the question, so features stay comparable.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ragattn.attention import HeadSet, engine_for
+from ragattn.prompt import assemble, sentinel_pieces
+from ragattn.proxy import Proxy
+from ragattn.types import Document
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+EPS = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """A sentence: document index and character range ``[start, end)`` of that document's text."""
+
+    doc: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SentenceFeatures:
+    """A ``[len(units), len(names)]`` float64 matrix, one row per unit, columns named."""
+
+    units: tuple[Unit, ...]
+    names: tuple[str, ...]
+    matrix: np.ndarray
+    chunks: int
+
+
+def _chunks(proxy: Proxy, documents: Sequence[Document], units: Sequence[Unit], budget: int) -> list[list[int]]:
+    """Group unit indices into chunks of whole sentences of at most ``budget`` tokens (in order)."""
+    tok = proxy.tokenizer
+    texts = [documents[u.doc].text[u.start : u.end] for u in units]
+    costs = [len(ids) + 1 for ids in tok(texts, add_special_tokens=False)["input_ids"]] if texts else []
+    chunks: list[list[int]] = [[]]
+    used = 0
+    for i, cost in enumerate(costs):
+        if chunks[-1] and used + cost > budget:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(i)
+        used += cost
+    return [c for c in chunks if c]
+
+
+def attention_block(
+    proxy: Proxy,
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    *,
+    rows: str = "last",
+    max_chunk_tokens: int = 2048,
+) -> tuple[np.ndarray, tuple[str, ...], int]:
+    """Log-share attention features per unit: ``[n_units, L*H]`` (or twice that with rows="both")."""
+    engine = engine_for(proxy)
+    heads = HeadSet.all(proxy.num_layers, proxy.num_heads)
+    n_heads = len(heads)
+    blocks = 2 if rows == "both" else 1
+    out = np.zeros((len(units), n_heads * blocks), dtype=np.float64)
+    chunks = _chunks(proxy, documents, units, max_chunk_tokens)
+    for chunk in chunks:
+        # Each chunk is a context of sub-documents: the chunk's sentences of each document, kept
+        # with the original text between them so spans stay exact.
+        docs_in = sorted({units[i].doc for i in chunk})
+        sub_docs, offsets = [], {}
+        for d in docs_in:
+            members = [units[i] for i in chunk if units[i].doc == d]
+            lo, hi = members[0].start, members[-1].end
+            offsets[d] = (len(sub_docs), lo)
+            sub_docs.append(Document(text=documents[d].text[lo:hi]))
+        built = assemble(sentinel_pieces(query, sub_docs), proxy.tokenizer)
+        ctx = (built.document(0).tokens.start, built.document(len(sub_docs) - 1).tokens.end)
+        last = len(built.input_ids) - 1
+        if rows == "last":
+            row_sets = [[last]]
+        elif rows == "query":
+            row_sets = [list(range(built.query_span.start, len(built.input_ids)))]
+        else:
+            row_sets = [[last], list(range(built.query_span.start, len(built.input_ids)))]
+        n_ctx = max(1, ctx[1] - ctx[0])
+        for b, row_set in enumerate(row_sets):
+            cap = engine.capture(built.input_ids, row_set, heads, reduce="mean")
+            share = cap.weights[:, 0, ctx[0] : ctx[1]]
+            share = share / share.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+            share = torch.nan_to_num(share) * n_ctx
+            for i in chunk:
+                unit = units[i]
+                sub, base = offsets[unit.doc]
+                span = built.document_text_tokens(sub, unit.start - base, unit.end - base)
+                if len(span) == 0:
+                    continue
+                vals = share[:, span.start - ctx[0] : span.end - ctx[0]].mean(dim=1)
+                out[i, b * n_heads : (b + 1) * n_heads] = vals.numpy()
+    names = tuple(f"{kind}:L{l}H{h}" for kind in (["last", "query"] if rows == "both" else [rows]) for l, h in heads.pairs)
+    return np.log(out + EPS), names, len(chunks)
+
+
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _TOKEN.findall(text)]
+
+
+def bm25_scores(query: str, sentences: Sequence[str]) -> np.ndarray:
+    """BM25 (Okapi, rank-bm25) of each sentence for the query, over the given sentences as corpus,
+    divided by the maximum (so in [0, 1]; all 0 when nothing matches)."""
+    from rank_bm25 import BM25Okapi
+
+    corpus = [_words(s) or ["_"] for s in sentences]
+    scores = np.asarray(BM25Okapi(corpus).get_scores(_words(query)), dtype=np.float64)
+    scores = np.clip(scores, 0.0, None)
+    top = scores.max() if len(scores) else 0.0
+    return scores / top if top > 0 else scores
+
+
+def dense_scores(query: str, sentences: Sequence[str]) -> np.ndarray:
+    """Cosine similarity (MiniLM, in [-1, 1]) of each sentence to the query."""
+    from ragattn.embed import shared_embedder
+
+    emb = shared_embedder()
+    vecs = emb.encode([query, *sentences])
+    return np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
+
+
+def lexical_block(query: str, documents: Sequence[Document], units: Sequence[Unit], *, dense: bool) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Cheap features: BM25 share, MiniLM cosine (and its rank share), position and length."""
+    texts = [documents[u.doc].text[u.start : u.end] for u in units]
+    cols = [bm25_scores(query, texts)]
+    names = ["bm25"]
+    if dense:
+        cos = dense_scores(query, texts)
+        cols += [cos, cos - cos.max()]
+        names += ["dense", "dense_gap"]
+    per_doc: dict[int, list[int]] = {}
+    for i, u in enumerate(units):
+        per_doc.setdefault(u.doc, []).append(i)
+    position = np.zeros(len(units))
+    first = np.zeros(len(units))
+    for members in per_doc.values():
+        for rank, i in enumerate(members):
+            position[i] = rank / max(1, len(members) - 1)
+            first[i] = 1.0 if rank == 0 else 0.0
+    length = np.array([math.log(1 + len(_words(t))) for t in texts])
+    cols += [position, first, length]
+    names += ["position", "first", "log_words"]
+    return np.stack(cols, axis=1), tuple(names)
+
+
+def sentence_features(
+    proxy: Proxy | None,
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    *,
+    attention: bool = True,
+    lexical: bool = True,
+    dense: bool = True,
+    rows: str = "last",
+    max_chunk_tokens: int = 2048,
+) -> SentenceFeatures:
+    """All requested feature blocks for ``units``, concatenated in a fixed order."""
+    blocks, names, chunks = [], [], 0
+    if attention:
+        if proxy is None:
+            raise ValueError("attention features need a proxy")
+        block, block_names, chunks = attention_block(
+            proxy, query, documents, units, rows=rows, max_chunk_tokens=max_chunk_tokens
+        )
+        blocks.append(block)
+        names += block_names
+    if lexical:
+        block, block_names = lexical_block(query, documents, units, dense=dense)
+        blocks.append(block)
+        names += block_names
+    matrix = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(units), 0))
+    return SentenceFeatures(units=tuple(units), names=tuple(names), matrix=matrix, chunks=chunks)
