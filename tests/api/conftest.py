@@ -60,7 +60,8 @@ async def client(make_app: Callable[..., Litestar]) -> AsyncIterator[AsyncTestCl
         yield c
 
 
-def redis_url_or_fail() -> str:
+@pytest.fixture
+def redis_url() -> str:
     """``RAGATTN_TEST_REDIS_URL``; skips locally without it, fails in CI (``CI=true``)."""
     url = os.environ.get("RAGATTN_TEST_REDIS_URL")
     if url:
@@ -117,7 +118,7 @@ def _live_server(app: Litestar) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def live_server() -> Callable[[Litestar], Any]:
     """``with live_server(app) as base_url:`` a real uvicorn server on loopback."""
     return _live_server
