@@ -86,5 +86,31 @@ def probe_train(
     typer.echo(report)
 
 
+@app.command()
+def serve(
+    host: str | None = typer.Option(None, help="Bind address (default: RAGATTN_HOST or 127.0.0.1)."),
+    port: int | None = typer.Option(None, help="Port (default: RAGATTN_PORT or 8080)."),
+) -> None:
+    """Serve the HTTP API; other settings come from RAGATTN_* variables (see docs/service.md)."""
+    import dataclasses
+
+    from ragattn._optional import require
+    from ragattn.errors import ConfigError
+    from ragattn.settings import Settings
+
+    uvicorn = require("uvicorn", extra="api")
+    require("litestar", extra="api")
+    from api.app import create_app
+
+    try:
+        settings = Settings.from_env()
+        settings = dataclasses.replace(settings, host=host or settings.host, port=port or settings.port)
+    except ConfigError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    # One process: the proxy is loaded once and the worker queue, cache and rate limits are shared.
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+
+
 if __name__ == "__main__":
     app()
