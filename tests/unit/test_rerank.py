@@ -1,0 +1,112 @@
+"""Reranker behaviour on small real inputs with the packaged proxy."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from ragattn.errors import InvalidInputError
+from ragattn.rerank import Reranker
+from ragattn.rerank.icr import entropy_weight, masked_sum, plan_windows, reattn_weights
+from ragattn.types import Document
+
+QUERY = "Which city is the capital of France?"
+DOCS = [
+    "Bananas are rich in potassium and grow in tropical climates.",
+    "The stock market fell sharply on Monday after rate fears.",
+    "Paris is the capital and largest city of France.",
+    "Photosynthesis converts light energy into chemical energy in plants.",
+]
+
+
+@pytest.fixture(scope="module")
+def reranker(proxy):
+    return Reranker(proxy, method="icr")
+
+
+def test_relevant_document_outranks_distractors(reranker):
+    results = reranker.rerank(QUERY, DOCS)
+    assert results[0].index == 2
+    assert sorted(r.index for r in results) == [0, 1, 2, 3]
+    assert all(0.0 <= r.relevance_score <= 1.0 for r in results)
+    raws = [r.raw_score for r in results]
+    assert raws == sorted(raws, reverse=True)
+
+
+def test_relevant_document_wins_in_any_slot(reranker):
+    for order in ([2, 0, 1, 3], [0, 1, 3, 2]):
+        assert reranker.rerank(QUERY, DOCS, first_stage_order=order)[0].index == 2
+
+
+def test_calibration_changes_scores(proxy, reranker):
+    calibrated = reranker.score(QUERY, DOCS).raw
+    raw = Reranker(proxy, method="icr-uncalibrated").score(QUERY, DOCS).raw
+    assert not np.allclose(calibrated, raw)
+    assert raw.min() > 0  # uncalibrated attention mass is positive; calibration subtracts a prior
+    assert calibrated.min() < raw.min()
+
+
+def test_top_n_single_document_and_ids(reranker):
+    docs = [Document(text=t, id=f"d{i}") for i, t in enumerate(DOCS)]
+    top = reranker.rerank(QUERY, docs, top_n=2)
+    assert len(top) == 2 and top.by_id("d2").index == 2
+    assert len(reranker.rerank(QUERY, docs, top_n=10)) == 4
+    single = reranker.rerank(QUERY, ["Only one document."])
+    assert [r.index for r in single] == [0]
+
+
+def test_ties_keep_input_order(reranker):
+    same = ["Identical text about rivers.", "Identical text about rivers."]
+    results = reranker.rerank("rivers", same, first_stage_order=[0, 1])
+    assert [r.index for r in results] in ([0, 1], [1, 0])
+    assert results == reranker.rerank("rivers", same, first_stage_order=[0, 1])  # deterministic
+
+
+@pytest.mark.parametrize(
+    ("query", "docs", "top_n", "message"),
+    [
+        ("", DOCS, None, "query must be a non-empty string"),
+        ("   ", DOCS, None, "query must be a non-empty string"),
+        (QUERY, [], None, "documents must hold at least one document"),
+        (QUERY, DOCS, 0, "top_n must be a positive integer"),
+        (QUERY, [123], None, "documents[0] must be a string or an object with a 'text' field, got int"),
+        (QUERY, "a string", None, "documents must be a list of strings or objects, not a single string"),
+    ],
+)
+def test_bad_input_is_a_clear_error(reranker, query, docs, top_n, message):
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        reranker.rerank(query, docs, top_n=top_n)
+
+
+def test_unknown_method_lists_valid_ones(proxy):
+    with pytest.raises(InvalidInputError, match="unknown rerank method 'nope'; valid: "):
+        Reranker(proxy, method="nope")
+
+
+def test_idf_weights_lower_for_tokens_shared_by_many_candidates():
+    docs = [np.array([5, 7, 9]), np.array([5, 8]), np.array([5, 6])]
+    weights = reattn_weights(docs, query_ids={5, 7})
+    assert weights[0][0] < weights[0][1]  # 5 is in all three, 7 in one
+    assert weights[0][2] == 1.0  # not a query token
+    assert all(w[0] == weights[0][0] for w in weights)
+
+
+def test_masked_sum_and_entropy():
+    delta = np.array([0.1, 0.1, 0.1, 0.1, 0.1, -5.0])
+    assert masked_sum(delta, 2.0) == pytest.approx(0.5)
+    assert masked_sum(delta, None) == pytest.approx(-4.5)
+    assert entropy_weight(np.array([1.0, 1.0, 1.0, 1.0]), 1.0) == pytest.approx(2.0)
+    assert entropy_weight(np.array([1.0, 0.0, 0.0, 0.0]), 1.0) == pytest.approx(1.0)
+
+
+def test_windows_split_long_lists_and_report_it(proxy):
+    assert plan_windows([10] * 10, list(range(10)), 50) == [list(range(5)), list(range(5, 10))]
+    long_docs = [f"Document {i} about topic {i}. " * 40 for i in range(6)]
+    from ragattn.rerank.icr import IcrScorer
+
+    scorer = IcrScorer(proxy, heads="middle", max_window_tokens=1024)
+    scores = scorer.score("topic 3", [Document(text=t) for t in long_docs], list(range(6)))
+    assert scores.windows > 1
+    assert any("windows" in w for w in scores.warnings)
