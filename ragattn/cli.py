@@ -10,6 +10,7 @@ from pathlib import Path
 
 import typer
 
+from ragattn.evaluation.cli import eval_app
 from ragattn.retrieve.cli import index_app
 
 app = typer.Typer(
@@ -25,6 +26,7 @@ app.add_typer(bench_app, name="bench")
 probe_app = typer.Typer(help="Sentence probes for compression: train on the shared training material.")
 app.add_typer(probe_app, name="probe")
 app.add_typer(index_app, name="index")
+app.add_typer(eval_app, name="eval")
 
 
 @app.command()

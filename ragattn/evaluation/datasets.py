@@ -133,8 +133,22 @@ def load_dl19(path: str | Path, top_k: int = 100) -> RerankSet:
     if not 1 <= top_k <= 100:
         raise InvalidInputError(f"top_k must be in 1..100 for DL19, got {top_k}")
     folder = Path(path)
+    return load_candidates(folder / "candidates_bm25_top100.jsonl", folder / "qrels.trec.txt", top_k)
+
+
+def load_candidates(candidates: str | Path, qrels: str | Path, top_k: int = 100) -> RerankSet:
+    """Queries with first-stage candidates from a JSONL file in the DL19 layout (one query per line:
+    ``qid``, ``query``, ``candidates[{docid, text, bm25_score, rank}]``) and TREC qrels.
+
+    Args:
+        candidates: the JSONL file.
+        qrels: a TREC qrels file (``qid 0 docid grade``).
+        top_k: how many candidates to keep per query, by rank (>= 1).
+    """
+    if top_k < 1:
+        raise InvalidInputError(f"top_k must be >= 1, got {top_k}")
     queries = []
-    for row in _read_jsonl(folder / "candidates_bm25_top100.jsonl"):
+    for row in _read_jsonl(Path(candidates)):
         cands = sorted(row["candidates"], key=lambda c: c["rank"])[:top_k]
         queries.append(
             RerankQuery(
@@ -144,15 +158,15 @@ def load_dl19(path: str | Path, top_k: int = 100) -> RerankSet:
                     Candidate(
                         doc_id=str(c["docid"]),
                         text=c["text"],
-                        title="",
-                        first_stage_score=float(c["bm25_score"]),
+                        title=str(c.get("title") or ""),
+                        first_stage_score=float(c.get("bm25_score", c.get("score", 0.0))),
                         first_stage_rank=int(c["rank"]),
                     )
                     for c in cands
                 ),
             )
         )
-    return RerankSet(queries=tuple(queries), qrels=read_trec_qrels(folder / "qrels.trec.txt"))
+    return RerankSet(queries=tuple(queries), qrels=read_trec_qrels(qrels))
 
 
 def load_beir(path: str | Path, split: Literal["test", "train", "dev"] = "test") -> BeirDataset:
