@@ -6,6 +6,7 @@ Sub-command groups live next to what they drive (``ragattn.retrieve.cli``, ``rag
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
@@ -23,6 +24,8 @@ app = typer.Typer(
 # --- sub-command groups (one line each; keep this block sorted) ---
 bench_app = typer.Typer(help="Benchmarks, reported as same-run ratios against a naive baseline.")
 app.add_typer(bench_app, name="bench")
+heads_app = typer.Typer(help="Rerank head profiles: select query-focused heads and fit the fusion.")
+app.add_typer(heads_app, name="heads")
 probe_app = typer.Typer(help="Sentence probes for compression: train on the shared training material.")
 app.add_typer(probe_app, name="probe")
 app.add_typer(index_app, name="index")
@@ -154,6 +157,60 @@ def serve(
         raise typer.Exit(2) from exc
     # One process: the proxy is loaded once and the worker queue, cache and rate limits are shared.
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+
+
+@heads_app.command("select")
+def heads_select(
+    data: Path = typer.Option(Path("../shared/data"), help="The shared data folder."),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    per_source: int = typer.Option(40, min=1, help="Training questions per source."),
+    top_k: int = typer.Option(16, min=1, help="Heads to keep."),
+    models_dir: Path | None = typer.Option(None, help="Where to write models/<proxy>/ (default: repo models/)."),
+    threads: int | None = typer.Option(None, help="torch threads."),
+) -> None:
+    """QRHead selection and rank fusion on training questions; writes models/<proxy>/rerank-profile.json."""
+    import datetime as dt
+
+    import numpy as np
+
+    from ragattn.assets import default_models_dir, proxy_slug
+    from ragattn.attention import HeadSet
+    from ragattn.proxy import load_proxy
+    from ragattn.rerank import training
+
+    loaded = load_proxy(proxy, threads=threads)
+    examples = training.load_rerank_training(data, per_source)
+    table = training.extract(loaded, examples)
+    heads = HeadSet.from_layers(loaded.full_attention_layers(), loaded.num_heads)
+    chosen, scores = training.select_heads(table, heads, top_k)
+    index = [heads.pairs.index(p) for p in chosen]
+    fusion = {}
+    for key, attention in (("attention", True), ("lexical", False)):
+        coef, intercept = training.fit_fusion(table, index, attention=attention)
+        fusion[key] = {"coef": coef.tolist(), "intercept": intercept}
+    train_ndcg = {
+        "bm25": float(np.mean([training.ndcg(b, l) for b, l in zip(table.bm25, table.labels, strict=True)])),
+        "minilm": float(np.mean([training.ndcg(d, l) for d, l in zip(table.dense, table.labels, strict=True)])),
+        "icr_all_heads": float(np.mean([training.ndcg(m.sum(axis=1), l) for m, l in zip(table.masses, table.labels, strict=True)])),
+        "qrhead": float(np.mean([training.ndcg(m[:, index].sum(axis=1), l) for m, l in zip(table.masses, table.labels, strict=True)])),
+    }
+    counts: dict[str, int] = {}
+    for ex in examples:
+        counts[ex.source] = counts.get(ex.source, 0) + 1
+    payload = {
+        "proxy": loaded.name,
+        "heads": [list(p) for p in chosen],
+        "head_train_ndcg": scores,
+        "fusion": fusion,
+        "fusion_features": {"attention": ["qrhead", "bm25", "minilm", "rank_prior"], "lexical": ["bm25", "minilm", "rank_prior"]},
+        "train_ndcg_at_10": train_ndcg,
+        "training_questions": counts,
+        "command": f"ragattn heads select --per-source {per_source} --top-k {top_k}",
+        "date": dt.date.today().isoformat(),
+    }
+    out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
+    training.write_profile(out_dir, payload)
+    typer.echo(json.dumps({k: payload[k] for k in ("heads", "train_ndcg_at_10", "training_questions")}, indent=1))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.compress.budget import Budget, select
 from ragattn.compress.features import Unit, attention_block, sentence_features
 from ragattn.compress.focal import focal_scores
@@ -37,11 +38,6 @@ from ragattn.types import (
 
 DOC_JOINER = "\n\n"
 """Documents are joined with a blank line in the original and the compressed context alike."""
-
-
-def default_models_dir() -> Path:
-    """``models/`` at the top of the source tree (beside the ``ragattn`` package)."""
-    return Path(__file__).resolve().parents[2] / "models"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,11 +62,6 @@ DEFAULT_METHOD = "fused"
 
 def probe_path(models_dir: Path, proxy: Proxy, method: str) -> Path:
     return models_dir / proxy_slug(proxy) / f"{method}.npz"
-
-
-def proxy_slug(proxy: Proxy) -> str:
-    """A directory-safe name for the proxy (``smollm2-135m``, or the last path component)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", Path(proxy.name).name.removesuffix(".gguf")).strip("-")
 
 
 def _resolve_tokenizer(tokenizer: Any, proxy: Proxy) -> tuple[Any, str]:

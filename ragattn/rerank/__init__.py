@@ -10,10 +10,16 @@ import numpy as np
 from ragattn.errors import InvalidInputError
 from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
 from ragattn.rerank.base import DocScores, Scorer
+from ragattn.assets import default_models_dir, proxy_slug
+from ragattn.rerank.fusion import FusedScorer, RerankProfile, profile_path
 from ragattn.rerank.icr import IcrScorer
 from ragattn.types import DocumentLike, RerankResult, RerankResults, as_documents
 
 ScorerFactory = Callable[[Proxy], Scorer]
+
+
+def _profile(proxy: Proxy) -> RerankProfile:
+    return RerankProfile.load(profile_path(default_models_dir(), proxy_slug(proxy)))
 
 METHODS: dict[str, ScorerFactory] = {
     "icr": lambda p: IcrScorer(p, heads="all", name="icr"),
@@ -22,6 +28,12 @@ METHODS: dict[str, ScorerFactory] = {
     "icr-middle-reattn": lambda p: IcrScorer(
         p, heads="middle", idf=True, entropy_lambda=0.5, name="icr-middle-reattn"
     ),
+    "qrhead": lambda p: IcrScorer(p, heads=_profile(p).heads, name="qrhead"),
+    "qrhead-reattn": lambda p: IcrScorer(
+        p, heads=_profile(p).heads, idf=True, entropy_lambda=0.5, name="qrhead-reattn"
+    ),
+    "fused": lambda p: FusedScorer(p, _profile(p), attention=True, name="fused"),
+    "fused-no-attention": lambda p: FusedScorer(p, _profile(p), attention=False, name="fused-no-attention"),
 }
 """Scoring methods by name; each factory builds a scorer on a loaded proxy."""
 

@@ -1,0 +1,173 @@
+"""Query-focused head selection (QRHead) and rank fusion, learned on training questions only.
+
+``ragattn heads select`` reads multi-hop training questions (HotpotQA train sample, MuSiQue train
+sample, 2WikiMultihopQA questions after the evaluation slice), whose paragraphs are labelled gold or
+distractor. For each question one listwise forward (with the ``N/A`` twin on the shared prefix)
+gives every head's calibrated attention mass per paragraph. Then:
+
+- **QRHead**: each head ranks the paragraphs alone; heads are ordered by their mean nDCG over the
+  training questions and the top ``k`` form the profile (``models/<proxy>/heads.json``).
+- **Fusion**: a logistic regression over per-query z-scored features — the QRHead attention score,
+  candidate-local BM25, MiniLM cosine and the first-stage rank prior — and the same without the
+  attention feature, for the ablation (``models/<proxy>/rerank-fusion.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from tqdm import tqdm
+
+from ragattn.attention import HeadSet
+from ragattn.proxy import Proxy
+from ragattn.rerank.icr import WindowedAttention
+from ragattn.types import Document
+
+TWOWIKI_TRAIN_FROM = 300
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RerankExample:
+    source: str
+    query: str
+    documents: tuple[Document, ...]
+    labels: tuple[int, ...]
+
+
+def load_rerank_training(data_dir: Path, per_source: int, seed: int = 7) -> list[RerankExample]:
+    """Training questions with gold/distractor paragraphs, shuffled (deterministically)."""
+    from ragattn.evaluation import datasets as ds
+
+    rng = random.Random(seed)
+    sources = [
+        ("hotpotqa-train", ds.load_hotpot(data_dir / "hotpotqa" / "hotpot_train_v1.1.sample100.shared.json")),
+        ("musique-train", ds.load_musique(data_dir / "musique" / "musique_ans_v1.0_train.sample100.jsonl")),
+        ("2wiki-train", ds.load_2wiki(data_dir / "2wikimultihopqa" / "2wiki_dev_sample500.json")[TWOWIKI_TRAIN_FROM:]),
+    ]
+    out = []
+    for name, examples in sources:
+        for ex in list(examples)[:per_source]:
+            pairs = [(Document(text=p.text, title=p.title or None), int(p.is_gold)) for p in ex.passages]
+            if not any(label for _, label in pairs):
+                continue
+            rng.shuffle(pairs)
+            out.append(
+                RerankExample(
+                    source=name, query=ex.question, documents=tuple(d for d, _ in pairs), labels=tuple(l for _, l in pairs)
+                )
+            )
+    return out
+
+
+def bm25_local(query: str, documents: Sequence[Document]) -> np.ndarray:
+    """BM25 (rank-bm25 Okapi) of each candidate over the candidate set itself."""
+    from ragattn.compress.features import bm25_scores
+
+    return bm25_scores(query, [f"{d.title or ''} {d.text}" for d in documents])
+
+
+def dense_local(query: str, documents: Sequence[Document]) -> np.ndarray:
+    from ragattn.compress.features import dense_scores
+
+    return dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+
+
+def head_masses(
+    windows: WindowedAttention, query: str, documents: Sequence[Document], order: Sequence[int]
+) -> tuple[np.ndarray, int, list[str]]:
+    """``[n_docs, n_heads]`` calibrated attention mass (sum over each document's tokens) per head,
+    scaled by the window's document count as in :class:`~ragattn.rerank.icr.IcrScorer`; also the
+    number of windows and the warnings."""
+    out = np.zeros((len(documents), len(windows.heads)))
+    wins, warnings = windows.run(query, documents, list(reversed(order)))
+    for win in wins:
+        delta = win.delta.numpy()
+        for i in win.docs:
+            span = win.prompt.document(i).tokens
+            out[i] = delta[:, span.as_slice()].sum(axis=1) * len(win.docs)
+    return out, len(wins), warnings
+
+
+def zscore(x: np.ndarray) -> np.ndarray:
+    std = x.std()
+    return (x - x.mean()) / std if std > 1e-12 else np.zeros_like(x)
+
+
+def rank_prior(order: Sequence[int]) -> np.ndarray:
+    """``1 / log2(rank + 1)`` of each document in the first stage's order (rank 1 = best)."""
+    prior = np.zeros(len(order))
+    for rank, i in enumerate(order, start=1):
+        prior[i] = 1.0 / math.log2(rank + 1)
+    return prior
+
+
+def fusion_features(attention: np.ndarray | None, bm25: np.ndarray, dense: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    cols = [zscore(bm25), zscore(dense), zscore(prior)]
+    if attention is not None:
+        cols.insert(0, zscore(attention))
+    return np.stack(cols, axis=1)
+
+
+def ndcg(scores: np.ndarray, labels: np.ndarray, k: int = 10) -> float:
+    order = np.argsort(-scores, kind="stable")[:k]
+    dcg = sum(labels[i] / math.log2(r + 2) for r, i in enumerate(order))
+    ideal = sorted(labels, reverse=True)[:k]
+    idcg = sum(g / math.log2(r + 2) for r, g in enumerate(ideal))
+    return float(dcg / idcg) if idcg else 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RerankTable:
+    masses: list[np.ndarray]
+    bm25: list[np.ndarray]
+    dense: list[np.ndarray]
+    prior: list[np.ndarray]
+    labels: list[np.ndarray]
+
+
+def extract(proxy: Proxy, examples: Sequence[RerankExample]) -> RerankTable:
+    windows = WindowedAttention(proxy, HeadSet.from_layers(proxy.full_attention_layers(), proxy.num_heads))
+    table = RerankTable(masses=[], bm25=[], dense=[], prior=[], labels=[])
+    for ex in tqdm(examples, desc="rerank features", unit="q"):
+        bm25 = bm25_local(ex.query, ex.documents)
+        order = sorted(range(len(ex.documents)), key=lambda i: (-bm25[i], i))
+        table.masses.append(head_masses(windows, ex.query, ex.documents, order)[0])
+        table.bm25.append(bm25)
+        table.dense.append(dense_local(ex.query, ex.documents))
+        table.prior.append(rank_prior(order))
+        table.labels.append(np.asarray(ex.labels))
+    return table
+
+
+def select_heads(table: RerankTable, heads: HeadSet, k: int) -> tuple[list[tuple[int, int]], list[float]]:
+    """Top-``k`` heads by mean nDCG of ranking each question's paragraphs with that head alone."""
+    per_head = np.zeros(len(heads))
+    for masses, labels in zip(table.masses, table.labels, strict=True):
+        for h in range(len(heads)):
+            per_head[h] += ndcg(masses[:, h], labels)
+    per_head /= len(table.masses)
+    top = np.argsort(-per_head, kind="stable")[:k]
+    return [heads.pairs[i] for i in top], [float(per_head[i]) for i in top]
+
+
+def fit_fusion(table: RerankTable, head_index: Sequence[int], *, attention: bool) -> tuple[np.ndarray, float]:
+    from sklearn.linear_model import LogisticRegression
+
+    xs, ys = [], []
+    for masses, bm25, dense, prior, labels in zip(table.masses, table.bm25, table.dense, table.prior, table.labels, strict=True):
+        att = masses[:, list(head_index)].sum(axis=1) if attention else None
+        xs.append(fusion_features(att, bm25, dense, prior))
+        ys.append(labels)
+    model = LogisticRegression(C=1.0, max_iter=1000, class_weight="balanced").fit(np.concatenate(xs), np.concatenate(ys))
+    return model.coef_[0], float(model.intercept_[0])
+
+
+def write_profile(out_dir: Path, payload: dict) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "rerank-profile.json").write_text(json.dumps(payload, indent=2) + "\n")
