@@ -36,7 +36,9 @@ logger = logging.getLogger(__name__)
 def build_cache(settings: Settings) -> Cache:
     if settings.cache_backend == "redis":
         assert settings.redis_url is not None  # guaranteed by Settings validation
-        return RedisCache(settings.redis_url, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s)
+        return RedisCache(
+            settings.redis_url, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
+        )
     if settings.cache_backend == "memory":
         return MemoryCache(max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
     return NullCache()
@@ -54,7 +56,12 @@ def _compressor_class() -> Any | None:
 def _load_reranker(settings: Settings) -> Any:
     from ragattn import Reranker, load_proxy
 
-    proxy = load_proxy(settings.proxy, dtype=settings.dtype, threads=settings.threads, cache_dir=settings.proxy_cache_dir)
+    proxy = load_proxy(
+        settings.proxy,
+        dtype=settings.dtype,
+        threads=settings.threads,
+        cache_dir=settings.proxy_cache_dir,
+    )
     if settings.rerank_method:
         return Reranker(proxy, method=settings.rerank_method)
     return Reranker(proxy)
@@ -67,13 +74,16 @@ def _compressor_factory(cls: Any) -> Callable[[Any, str | None], Any]:
     return build
 
 
-def create_app(settings: Settings | None = None, *, reranker: Any = None, compressor: Any = None) -> Litestar:
+def create_app(
+    settings: Settings | None = None, *, reranker: Any = None, compressor: Any = None
+) -> Litestar:
     """Build the service.
 
     Args:
         settings: service settings; ``Settings.from_env()`` when None.
         reranker: an already loaded ``Reranker`` (tests share one); loaded from settings when None.
-        compressor: an already loaded ``Compressor`` on the same proxy; built from settings when None.
+        compressor: an already loaded ``Compressor`` on the same proxy; built from settings
+            when None.
 
     Raises:
         ConfigError: invalid ``RAGATTN_*`` values (when ``settings`` is None).
@@ -91,7 +101,11 @@ def create_app(settings: Settings | None = None, *, reranker: Any = None, compre
         worker = ModelWorker(max_pending=settings.queue_size, observe=metrics.observe_model)
         metrics.bind(cache=cache, worker=worker)
         try:
-            rr = reranker if reranker is not None else await anyio.to_thread.run_sync(_load_reranker, settings)
+            rr = (
+                reranker
+                if reranker is not None
+                else await anyio.to_thread.run_sync(_load_reranker, settings)
+            )
             factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
             comp = compressor
             if comp is None and factory is not None and settings.compress_method:
@@ -99,7 +113,10 @@ def create_app(settings: Settings | None = None, *, reranker: Any = None, compre
                 # built on first use, so a missing probe never takes rerank down with it.
                 comp = await anyio.to_thread.run_sync(factory, rr.proxy, settings.compress_method)
             fingerprint = await anyio.to_thread.run_sync(
-                model_fingerprint, rr.proxy, str(getattr(rr, "method", "")), str(getattr(comp, "method", ""))
+                model_fingerprint,
+                rr.proxy,
+                str(getattr(rr, "method", "")),
+                str(getattr(comp, "method", "")),
             )
             app.state.service = Service(
                 settings,

@@ -44,7 +44,9 @@ class ApiKeyGuard:
     def __init__(self, keys: tuple[str, ...]) -> None:
         self._keys = tuple(k.encode() for k in keys)
 
-    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    def __call__(
+        self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+    ) -> None:
         if not self._keys or is_public(connection, handler):
             return
         token = bearer_token(connection)
@@ -60,7 +62,7 @@ class ApiKeyGuard:
 
 
 class RateLimiter:
-    """Token bucket per client: ``per_minute`` requests, refilled continuously; bursts up to that."""
+    """Token bucket per client: ``per_minute`` requests, refilled continuously, bursts up to it."""
 
     def __init__(self, per_minute: int, *, max_clients: int = 10_000) -> None:
         self.per_minute = per_minute
@@ -91,7 +93,9 @@ class RateLimitGuard:
     def __init__(self, limiter: RateLimiter) -> None:
         self._limiter = limiter
 
-    def __call__(self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler) -> None:
+    def __call__(
+        self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
+    ) -> None:
         if is_public(connection, handler):
             return
         token = bearer_token(connection)

@@ -1,4 +1,4 @@
-"""Dependency providers: route handlers receive the :class:`Service` and :class:`Metrics` by name."""
+"""Dependency providers: handlers receive the :class:`Service` and :class:`Metrics` by name."""
 
 from __future__ import annotations
 

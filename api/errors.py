@@ -12,6 +12,7 @@ from typing import Any
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.types import ExceptionHandlersMap
 
 from ragattn.errors import OverloadedError, RagattnError
 
@@ -25,7 +26,7 @@ class UnauthorizedError(RagattnError):
 
 
 class RateLimitedError(OverloadedError):
-    """This client sent more requests per minute than allowed; retry after ``Retry-After`` seconds."""
+    """This client sent more requests per minute than allowed; retry after ``Retry-After`` s."""
 
     error_type = "rate_limited"
 
@@ -75,7 +76,11 @@ _RETRY_AFTER_TYPES = frozenset({"overloaded", "rate_limited", "not_ready"})
 
 
 def error_response(
-    error_type: str, message: str, *, status: int | None = None, headers: dict[str, str] | None = None
+    error_type: str,
+    message: str,
+    *,
+    status: int | None = None,
+    headers: dict[str, str] | None = None,
 ) -> Response[dict[str, str]]:
     status_code = status or STATUS_BY_ERROR_TYPE.get(error_type, 500)
     out_headers = dict(headers or {})
@@ -91,7 +96,9 @@ def error_response(
     )
 
 
-def ragattn_error_handler(request: Request[Any, Any, Any], exc: RagattnError) -> Response[dict[str, str]]:
+def ragattn_error_handler(
+    request: Request[Any, Any, Any], exc: RagattnError
+) -> Response[dict[str, str]]:
     headers = {}
     retry_after = getattr(exc, "retry_after_s", None)
     if retry_after is not None:
@@ -99,7 +106,13 @@ def ragattn_error_handler(request: Request[Any, Any, Any], exc: RagattnError) ->
     status = STATUS_BY_ERROR_TYPE.get(exc.error_type)
     if status is None:
         # config/model-load errors are startup failures; at request time they are our fault.
-        logger.error("unexpected %s on %s %s", type(exc).__name__, request.method, request.url.path, exc_info=exc)
+        logger.error(
+            "unexpected %s on %s %s",
+            type(exc).__name__,
+            request.method,
+            request.url.path,
+            exc_info=exc,
+        )
         return error_response("internal_error", "internal server error; see the server log")
     return error_response(exc.error_type, str(exc), status=status, headers=headers)
 
@@ -115,26 +128,34 @@ def _validation_message(exc: ValidationException) -> str:
     return f"{head}: {'; '.join(details)}" if details else head
 
 
-def http_exception_handler(request: Request[Any, Any, Any], exc: HTTPException) -> Response[dict[str, str]]:
+def http_exception_handler(
+    request: Request[Any, Any, Any], exc: HTTPException
+) -> Response[dict[str, str]]:
     status = exc.status_code
     if isinstance(exc, ValidationException):
         return error_response("invalid_request", _validation_message(exc), status=400)
-    error_type = _ERROR_TYPE_BY_STATUS.get(status, "internal_error" if status >= 500 else "invalid_request")
+    error_type = _ERROR_TYPE_BY_STATUS.get(
+        status, "internal_error" if status >= 500 else "invalid_request"
+    )
     if status >= 500:
         logger.error("HTTP %s on %s %s", status, request.method, request.url.path, exc_info=exc)
-        return error_response(error_type, "internal server error; see the server log", status=status)
+        return error_response(
+            error_type, "internal server error; see the server log", status=status
+        )
     message = exc.detail or error_type.replace("_", " ")
     if status == 413:
         message = "request body is larger than the server's limit (RAGATTN_MAX_BODY_BYTES)"
     return error_response(error_type, message, status=status, headers=dict(exc.headers or {}))
 
 
-def internal_error_handler(request: Request[Any, Any, Any], exc: Exception) -> Response[dict[str, str]]:
+def internal_error_handler(
+    request: Request[Any, Any, Any], exc: Exception
+) -> Response[dict[str, str]]:
     logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response("internal_error", "internal server error; see the server log")
 
 
-EXCEPTION_HANDLERS: dict[type[Exception], Any] = {
+EXCEPTION_HANDLERS: ExceptionHandlersMap = {
     RagattnError: ragattn_error_handler,
     HTTPException: http_exception_handler,
     Exception: internal_error_handler,

@@ -32,7 +32,9 @@ class _LiveCollector(Collector):
     def collect(self) -> Iterator[Any]:
         cache = self._cache()
         events = CounterMetricFamily(
-            "ragattn_cache_events", "Result-cache lookups by outcome; errors are also misses", labels=["event"]
+            "ragattn_cache_events",
+            "Result-cache lookups by outcome; errors are also misses",
+            labels=["event"],
         )
         if cache is not None:
             stats = cache.stats
@@ -50,7 +52,9 @@ class _LiveCollector(Collector):
         )
         coalesced.add_metric([], worker.coalesced if worker is not None else 0)
         yield coalesced
-        rejected = CounterMetricFamily("ragattn_queue_rejected", "Requests refused because the queue was full")
+        rejected = CounterMetricFamily(
+            "ragattn_queue_rejected", "Requests refused because the queue was full"
+        )
         rejected.add_metric([], worker.rejected if worker is not None else 0)
         yield rejected
 

@@ -40,7 +40,7 @@ def to_documents(values: list[str | DocumentIn]) -> list[Document]:
 
 
 class RerankRequest(Struct, kw_only=True):
-    """Cohere v1/v2 rerank request, plus TEI's ``texts`` and the ``top_k`` / ``return_text`` aliases."""
+    """Cohere v1/v2 rerank request, TEI's ``texts``, and the ``top_k``, ``return_text`` aliases."""
 
     query: str
     documents: list[str | DocumentIn] | None = None
@@ -64,7 +64,9 @@ class RerankRequest(Struct, kw_only=True):
             raise InvalidInputError("'documents' is required (a list of strings or {text} objects)")
         if self.rank_fields is not None and self.rank_fields != ["text"]:
             raise InvalidInputError("rank_fields other than ['text'] are not supported")
-        return to_documents(self.documents if self.documents is not None else list(self.texts or []))
+        return to_documents(
+            self.documents if self.documents is not None else list(self.texts or [])
+        )
 
     def resolved_top_n(self) -> int | None:
         if self.top_n is not None and self.top_k is not None and self.top_n != self.top_k:
@@ -139,7 +141,9 @@ class RerankResponse(Struct):
             results=items,
             meta=RerankMeta(
                 api_version=ApiVersion(version=api_version),
-                billed_units=BilledUnits(search_units=max(1, math.ceil(n_docs / 100)), input_tokens=input_tokens),
+                billed_units=BilledUnits(
+                    search_units=max(1, math.ceil(n_docs / 100)), input_tokens=input_tokens
+                ),
                 warnings=[*warnings, *result.warnings],
             ),
             model=model,
@@ -199,7 +203,9 @@ class CompressRequest(Struct, kw_only=True):
         if self.threshold is not None:
             budget["threshold"] = self.threshold
         if len(budget) != 1:
-            raise InvalidInputError("send exactly one budget: ratio (or rate), target_tokens or threshold")
+            raise InvalidInputError(
+                "send exactly one budget: ratio (or rate), target_tokens or threshold"
+            )
         return budget
 
 
@@ -235,13 +241,17 @@ class CompressResponse(Struct):
     warnings: list[str]
 
     @classmethod
-    def from_result(cls, result: CompressionResult, *, id: str, model: str, warnings: list[str]) -> CompressResponse:
+    def from_result(
+        cls, result: CompressionResult, *, id: str, model: str, warnings: list[str]
+    ) -> CompressResponse:
         docs = [
             CompressedDocumentOut(
                 index=d.index,
                 text=d.text,
                 kept_spans=[
-                    KeptSpanOut(start=s.start, end=s.end, score=_finite(s.score, "score"), text=s.text)
+                    KeptSpanOut(
+                        start=s.start, end=s.end, score=_finite(s.score, "score"), text=s.text
+                    )
                     for s in d.kept_spans
                 ],
                 sentence_scores=[_finite(x, "sentence_score") for x in d.sentence_scores],

@@ -33,7 +33,7 @@ def new_id() -> str:
 
 
 _WEIGHT_DIGESTS: dict[int, tuple[Any, str]] = {}
-"""sha256 of a model's weights by ``id(model)``; holding the model keeps the id from being reused."""
+"""sha256 of a model's weights by ``id(model)``; holding the model keeps its id unique."""
 
 
 def weights_digest(model: Any) -> str:
@@ -122,7 +122,11 @@ class Service:
             "max_tokens_per_doc": req.max_tokens_per_doc,
         }
         key = cache_key(
-            model=self.fingerprint, route=f"rerank:v{api_version}", params=params, query=req.query, documents=documents
+            model=self.fingerprint,
+            route=f"rerank:v{api_version}",
+            params=params,
+            query=req.query,
+            documents=documents,
         )
 
         def compute() -> RerankResponse:
@@ -150,13 +154,21 @@ class Service:
         budget = req.resolved_budget()
         method = req.method or self.settings.compress_method
         params = {"method": method, "keep_order": req.keep_order, **budget}
-        key = cache_key(model=self.fingerprint, route="compress:v1", params=params, query=req.query, documents=documents)
+        key = cache_key(
+            model=self.fingerprint,
+            route="compress:v1",
+            params=params,
+            query=req.query,
+            documents=documents,
+        )
 
         def compute() -> CompressResponse:
             docs, warnings, _ = self._prepare(req.query, documents, None)
             compressor = self._compressor(method)
             result = compressor.compress(req.query, docs, keep_order=req.keep_order, **budget)
-            return CompressResponse.from_result(result, id="", model=self.model_name, warnings=warnings)
+            return CompressResponse.from_result(
+                result, id="", model=self.model_name, warnings=warnings
+            )
 
         body, hit = await self._cached(key, "compress", compute, CompressResponse)
         return msgspec.structs.replace(body, id=new_id()), hit
@@ -174,7 +186,9 @@ class Service:
             try:
                 compressor = self._compressor_factory(self.proxy, method)
             except ModelLoadError as exc:
-                raise InvalidInputError(f"compress method {method or 'default'!r} is unavailable here: {exc}") from exc
+                raise InvalidInputError(
+                    f"compress method {method or 'default'!r} is unavailable here: {exc}"
+                ) from exc
             self._compressors[method] = compressor
         return compressor
 
@@ -205,20 +219,28 @@ class Service:
                 [d.text for d in documents], add_special_tokens=False, return_offsets_mapping=True
             )
         except Exception as exc:  # tokenizers raise bare exceptions on malformed text
-            raise TokenizerError(f"the proxy tokenizer could not encode the input: {type(exc).__name__}") from exc
+            raise TokenizerError(
+                f"the proxy tokenizer could not encode the input: {type(exc).__name__}"
+            ) from exc
         if len(q_ids) > limits.max_query_tokens:
             raise InputTooLargeError(
-                f"query has {len(q_ids)} tokens; the limit is {limits.max_query_tokens} (RAGATTN_MAX_QUERY_TOKENS)"
+                f"query has {len(q_ids)} tokens; the limit is {limits.max_query_tokens} "
+                "(RAGATTN_MAX_QUERY_TOKENS)"
             )
         out: list[Document] = []
         warnings: list[str] = []
         total = len(q_ids)
-        for i, (doc, ids, offsets) in enumerate(zip(documents, enc["input_ids"], enc["offset_mapping"], strict=True)):
+        for i, (doc, ids, offsets) in enumerate(
+            zip(documents, enc["input_ids"], enc["offset_mapping"], strict=True)
+        ):
             n = len(ids)
             if truncate_to is not None and n > truncate_to:
                 cut = offsets[truncate_to - 1][1]
                 doc = dataclasses.replace(doc, text=doc.text[:cut])
-                warnings.append(f"documents[{i}] truncated from {n} to {truncate_to} tokens (max_tokens_per_doc)")
+                warnings.append(
+                    f"documents[{i}] truncated from {n} to {truncate_to} tokens "
+                    "(max_tokens_per_doc)"
+                )
                 n = truncate_to
             if n > limits.max_tokens_per_doc:
                 raise InputTooLargeError(
@@ -229,7 +251,9 @@ class Service:
             out.append(doc)
         return out, warnings, total
 
-    async def _cached(self, key: str, task: str, compute: Callable[[], S], kind: type[S]) -> tuple[S, bool]:
+    async def _cached(
+        self, key: str, task: str, compute: Callable[[], S], kind: type[S]
+    ) -> tuple[S, bool]:
         raw = await self.cache.get(key)
         if raw is not None:
             try:

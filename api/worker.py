@@ -26,7 +26,9 @@ T = TypeVar("T")
 class ModelWorker:
     """Runs blocking model calls on one thread; at most ``max_pending`` jobs queued or running."""
 
-    def __init__(self, *, max_pending: int, observe: Callable[[str, float], None] | None = None) -> None:
+    def __init__(
+        self, *, max_pending: int, observe: Callable[[str, float], None] | None = None
+    ) -> None:
         if max_pending < 1:
             raise ValueError("max_pending must be >= 1")
         self.max_pending = max_pending
@@ -94,7 +96,8 @@ class ModelWorker:
     def _forget(self, key: str, task: asyncio.Future[Any]) -> None:
         self._inflight.pop(key, None)
         if not task.cancelled():
-            task.exception()  # retrieved here so an abandoned failure is not logged as "never retrieved"
+            # Retrieve it, so a failure nobody awaits any more is not logged as "never retrieved".
+            task.exception()
 
     def close(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)

@@ -47,8 +47,10 @@ def _documents() -> list[str]:
     docs = []
     for name, place, when, material in TOPICS:
         docs.append(
-            f"{name.capitalize()} stands in {place}. It was completed in {when} and is built mostly of {material}. "
-            f"Millions of visitors come to see {name} every year, and guides explain its history in detail."
+            f"{name.capitalize()} stands in {place}. It was completed in {when} and is built "
+            f"mostly of {material}. "
+            f"Millions of visitors come to see {name} every year, and guides explain its "
+            "history in detail."
         )
     return docs
 
@@ -61,8 +63,17 @@ def request_pool(size: int, seed: int = 0) -> list[dict[str, Any]]:
         name, _, _, _ = TOPICS[i % len(TOPICS)]
         shuffled = docs[:]
         rng.shuffle(shuffled)
-        question = rng.choice(["When was {} completed?", "What is {} made of?", "Where is {}?"]).format(name)
-        pool.append({"model": "bench", "query": f"{question} (variant {i})", "documents": shuffled, "top_n": 3})
+        question = rng.choice(
+            ["When was {} completed?", "What is {} made of?", "Where is {}?"]
+        ).format(name)
+        pool.append(
+            {
+                "model": "bench",
+                "query": f"{question} (variant {i})",
+                "documents": shuffled,
+                "top_n": 3,
+            }
+        )
     return pool
 
 
@@ -110,7 +121,9 @@ def bench_hits(base: str, n: int, headers: dict[str, str]) -> dict[str, Any]:
             r = c.post("/v2/rerank", json=body)
             lat.append((time.perf_counter() - t) * 1000)
             if r.status_code != 200 or r.headers.get("x-ragattn-cache") != "hit":
-                raise RuntimeError(f"expected a cache hit, got {r.status_code} {r.headers.get('x-ragattn-cache')}")
+                raise RuntimeError(
+                    f"expected a cache hit, got {r.status_code} {r.headers.get('x-ragattn-cache')}"
+                )
     return {
         "requests": n,
         "p50_ms": statistics.median(lat),
@@ -120,7 +133,9 @@ def bench_hits(base: str, n: int, headers: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def bench_load(base: str, clients: int, duration: float, pool_size: int, headers: dict[str, str]) -> dict[str, Any]:
+def bench_load(
+    base: str, clients: int, duration: float, pool_size: int, headers: dict[str, str]
+) -> dict[str, Any]:
     pool = request_pool(pool_size)
     stop_at = time.monotonic() + duration
     lock = threading.Lock()
@@ -177,7 +192,9 @@ def bench_load(base: str, clients: int, duration: float, pool_size: int, headers
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--port", type=int, default=8765)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--duration", type=float, default=60.0)
@@ -206,7 +223,9 @@ def main() -> None:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
-    cache_lines = [line for line in metrics.splitlines() if line.startswith("ragattn_cache_events_total")]
+    cache_lines = [
+        line for line in metrics.splitlines() if line.startswith("ragattn_cache_events_total")
+    ]
     result = {
         "cpu_count": os.cpu_count(),
         "loadavg_1m_end": os.getloadavg()[0],
@@ -218,12 +237,16 @@ def main() -> None:
     }
     print(json.dumps(result, indent=2))
     print(
-        f"\ncache hit over HTTP: p50 {hit['p50_ms']:.2f} ms, p99 {hit['p99_ms']:.2f} ms ({hit['requests']} requests)\n"
-        f"load: {load['clients']} clients x {load['duration_s']:.0f} s: {load['ok']} ok, {load['errors']} errors, "
-        f"{load['throughput_rps']:.1f} req/s, p50 {load['p50_ms']:.1f} ms, p99 {load['p99_ms']:.1f} ms "
+        f"\ncache hit over HTTP: p50 {hit['p50_ms']:.2f} ms, p99 {hit['p99_ms']:.2f} ms "
+        f"({hit['requests']} requests)\n"
+        f"load: {load['clients']} clients x {load['duration_s']:.0f} s: {load['ok']} ok, "
+        f"{load['errors']} errors, "
+        f"{load['throughput_rps']:.1f} req/s, p50 {load['p50_ms']:.1f} ms, "
+        f"p99 {load['p99_ms']:.1f} ms "
         f"(hits {load['hits']}: p50 {load['hit_p50_ms']:.1f} ms; misses {load['misses']}: "
         f"p50 {load['miss_p50_ms']:.0f} ms, p99 {load['miss_p99_ms']:.0f} ms)\n"
-        f"server RSS: {rss_ready:.0f} MiB ready, {rss_before:.0f} MiB before load, {rss_after:.0f} MiB after"
+        f"server RSS: {rss_ready:.0f} MiB ready, {rss_before:.0f} MiB before load, "
+        f"{rss_after:.0f} MiB after"
     )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)

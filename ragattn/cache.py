@@ -29,7 +29,7 @@ KEY_PREFIX = "ragattn:v1:"
 
 @dataclass(slots=True)
 class CacheStats:
-    """Counters every cache keeps: lookups that hit, missed, and backend errors (counted as misses)."""
+    """Counters every cache keeps: hits, misses, backend errors (also counted as misses), sets."""
 
     hits: int = 0
     misses: int = 0
@@ -90,7 +90,9 @@ def cache_key(
         "query": query,
         "documents": [_document_fields(d) for d in documents],
     }
-    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    blob = json.dumps(
+        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    )
     return KEY_PREFIX + hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -256,4 +258,12 @@ class NullCache:
         return None
 
 
-__all__ = ["KEY_PREFIX", "Cache", "CacheStats", "MemoryCache", "NullCache", "RedisCache", "cache_key"]
+__all__ = [
+    "KEY_PREFIX",
+    "Cache",
+    "CacheStats",
+    "MemoryCache",
+    "NullCache",
+    "RedisCache",
+    "cache_key",
+]

@@ -12,7 +12,11 @@ from api.service import Service
 class CompressController(Controller):
     tags = ["compress"]
 
-    @post("/v1/compress", status_code=200, summary="Prune documents to the sentences that answer the query")
+    @post(
+        "/v1/compress",
+        status_code=200,
+        summary="Prune documents to the sentences that answer the query",
+    )
     async def compress(self, data: CompressRequest, service: Service) -> Response[CompressResponse]:
         body, hit = await service.compress(data)
         return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})

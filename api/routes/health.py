@@ -33,6 +33,8 @@ class HealthController(Controller):
             cache=service.cache.name,
         )
 
-    @get("/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=True)
+    @get(
+        "/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=True
+    )
     async def metrics(self, metrics: Metrics) -> Response[bytes]:
         return Response(metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)

@@ -15,11 +15,17 @@ from litestar.testing import AsyncTestClient
 pytestmark = pytest.mark.anyio
 
 KEY = "test-key-123"
-BODY = {"model": "m", "query": "capital of France?", "documents": ["Paris is in France.", "Rome is in Italy."]}
+BODY = {
+    "model": "m",
+    "query": "capital of France?",
+    "documents": ["Paris is in France.", "Rome is in Italy."],
+}
 PUBLIC = {"/health", "/ready", "/metrics"}
 
 
-async def test_every_route_needs_a_key_except_the_allowlist(make_app: Callable[..., Litestar]) -> None:
+async def test_every_route_needs_a_key_except_the_allowlist(
+    make_app: Callable[..., Litestar],
+) -> None:
     app = make_app(api_keys=(KEY, "other-key"))
     async with AsyncTestClient(app=app) as c:
         for route in app.routes:
@@ -63,7 +69,7 @@ async def test_rate_limit_is_429_with_retry_after(make_app: Callable[..., Litest
 async def test_full_queue_is_429_and_identical_requests_compute_once(
     make_app: Callable[..., Litestar], gated: Any, live_server: Any
 ) -> None:
-    """Live server: two identical requests share one job; a third, different one finds the queue full."""
+    """Live server: two identical requests share one job; a different third one gets 429."""
     app = make_app(reranker=gated, queue_size=1, cache_backend="none")
     with live_server(app) as url:
         async with httpx.AsyncClient(base_url=url, timeout=60) as c:

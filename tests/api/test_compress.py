@@ -23,8 +23,12 @@ def _needs_compressor(compressor: Any) -> None:
         pytest.fail("ragattn.compress is missing: the compress route has no engine")
 
 
-async def test_compress_matches_the_library(client: AsyncTestClient[Litestar], compressor: Any) -> None:
-    resp = await client.post("/v1/compress", json={"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": "focal"})
+async def test_compress_matches_the_library(
+    client: AsyncTestClient[Litestar], compressor: Any
+) -> None:
+    resp = await client.post(
+        "/v1/compress", json={"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": "focal"}
+    )
     assert resp.status_code == 200, resp.text
     body = resp.json()
     expected = compressor.compress(QUERY, DOCS, ratio=0.5)
@@ -37,13 +41,16 @@ async def test_compress_matches_the_library(client: AsyncTestClient[Litestar], c
     for doc in body["documents"]:
         source = DOCS[doc["index"]]
         for span in doc["kept_spans"]:
-            assert source[span["start"] : span["end"]] == span["text"]  # spans slice back to their text
+            assert (
+                source[span["start"] : span["end"]] == span["text"]
+            )  # spans slice back to their text
             assert 0.0 <= span["score"] <= 1.0
 
 
 async def test_context_string_and_llmlingua_aliases(client: AsyncTestClient[Litestar]) -> None:
     resp = await client.post(
-        "/v1/compress", json={"query": QUERY, "context": DOCS[0], "target_token": 12, "method": "focal"}
+        "/v1/compress",
+        json={"query": QUERY, "context": DOCS[0], "target_token": 12, "method": "focal"},
     )
     assert resp.status_code == 200, resp.text
     body = resp.json()
@@ -64,12 +71,32 @@ async def test_compress_cache_hit_equals_fresh(client: AsyncTestClient[Litestar]
     ("payload", "status", "error_type", "fragment"),
     [
         ({"query": QUERY, "documents": DOCS}, 400, "invalid_request", "exactly one budget"),
-        ({"query": QUERY, "documents": DOCS, "ratio": 0.5, "threshold": 0.1}, 400, "invalid_request", "exactly one"),
+        (
+            {"query": QUERY, "documents": DOCS, "ratio": 0.5, "threshold": 0.1},
+            400,
+            "invalid_request",
+            "exactly one",
+        ),
         ({"query": QUERY, "documents": DOCS, "ratio": 1.5}, 400, "invalid_request", "ratio"),
-        ({"query": QUERY, "documents": DOCS, "ratio": 0.5, "rate": 0.5}, 400, "invalid_request", "alias"),
-        ({"query": QUERY, "ratio": 0.5}, 400, "invalid_request", "'documents' (or 'context') is required"),
+        (
+            {"query": QUERY, "documents": DOCS, "ratio": 0.5, "rate": 0.5},
+            400,
+            "invalid_request",
+            "alias",
+        ),
+        (
+            {"query": QUERY, "ratio": 0.5},
+            400,
+            "invalid_request",
+            "'documents' (or 'context') is required",
+        ),
         ({"query": "", "documents": DOCS, "ratio": 0.5}, 400, "invalid_request", "non-empty"),
-        ({"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": "nope"}, 400, "invalid_request", "nope"),
+        (
+            {"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": "nope"},
+            400,
+            "invalid_request",
+            "nope",
+        ),
     ],
 )
 async def test_bad_compress_requests(

@@ -33,31 +33,70 @@ async def small(make_app: Callable[..., Litestar]) -> Any:
 @pytest.mark.parametrize(
     ("payload", "status", "error_type", "fragment"),
     [
-        ({"query": "", "documents": ["a"]}, 400, "invalid_request", "query must be a non-empty string"),
-        ({"query": "   ", "documents": ["a"]}, 400, "invalid_request", "query must be a non-empty string"),
+        (
+            {"query": "", "documents": ["a"]},
+            400,
+            "invalid_request",
+            "query must be a non-empty string",
+        ),
+        (
+            {"query": "   ", "documents": ["a"]},
+            400,
+            "invalid_request",
+            "query must be a non-empty string",
+        ),
         ({"query": "q"}, 400, "invalid_request", "'documents' is required"),
         ({"query": "q", "documents": []}, 400, "invalid_request", "at least one document"),
         ({"query": "q", "documents": ["a"], "texts": ["b"]}, 400, "invalid_request", "not both"),
         ({"query": "q", "documents": ["a"] * 4}, 413, "input_too_large", "at most 3 per request"),
-        ({"query": "q", "documents": ["word " * 100]}, 413, "input_too_large", "RAGATTN_MAX_TOKENS_PER_DOC"),
-        ({"query": "word " * 20, "documents": ["a"]}, 413, "input_too_large", "RAGATTN_MAX_QUERY_TOKENS"),
+        (
+            {"query": "q", "documents": ["word " * 100]},
+            413,
+            "input_too_large",
+            "RAGATTN_MAX_TOKENS_PER_DOC",
+        ),
+        (
+            {"query": "word " * 20, "documents": ["a"]},
+            413,
+            "input_too_large",
+            "RAGATTN_MAX_QUERY_TOKENS",
+        ),
         ({"query": 7, "documents": ["a"]}, 400, "invalid_request", "Expected `str`, got `int`"),
         ({"query": "q", "documents": "a"}, 400, "invalid_request", "documents"),
         ({"query": "q", "documents": [3]}, 400, "invalid_request", "documents"),
         ({"query": "q", "documents": [{"id": 1}]}, 400, "invalid_request", "text"),
         ({"query": "q", "documents": ["a"], "top_n": 0}, 400, "invalid_request", "top_n"),
-        ({"query": "q", "documents": ["a"], "top_n": 1, "top_k": 2}, 400, "invalid_request", "disagree"),
-        ({"query": "q", "documents": ["a"], "rank_fields": ["title"]}, 400, "invalid_request", "rank_fields"),
-        ({"query": "q", "documents": ["x" * 5000]}, 413, "input_too_large", "RAGATTN_MAX_BODY_BYTES"),
+        (
+            {"query": "q", "documents": ["a"], "top_n": 1, "top_k": 2},
+            400,
+            "invalid_request",
+            "disagree",
+        ),
+        (
+            {"query": "q", "documents": ["a"], "rank_fields": ["title"]},
+            400,
+            "invalid_request",
+            "rank_fields",
+        ),
+        (
+            {"query": "q", "documents": ["x" * 5000]},
+            413,
+            "input_too_large",
+            "RAGATTN_MAX_BODY_BYTES",
+        ),
     ],
 )
-async def test_bad_rerank_requests(small: Any, payload: Any, status: int, error_type: str, fragment: str) -> None:
+async def test_bad_rerank_requests(
+    small: Any, payload: Any, status: int, error_type: str, fragment: str
+) -> None:
     resp = await small.post("/v2/rerank", json=payload)
     _assert_error(resp, status, error_type, fragment)
 
 
 async def test_invalid_json_is_400(small: Any) -> None:
-    resp = await small.post("/v1/rerank", content=b'{"query": "q", ', headers={"content-type": "application/json"})
+    resp = await small.post(
+        "/v1/rerank", content=b'{"query": "q", ', headers={"content-type": "application/json"}
+    )
     _assert_error(resp, 400, "invalid_request")
 
 
@@ -78,7 +117,9 @@ async def test_not_ready_before_the_lifespan_ran(make_app: Callable[..., Litesta
     ready = await c.get("/ready")
     _assert_error(ready, 503, "not_ready")
     assert ready.headers["retry-after"] == "1"
-    _assert_error(await c.post("/v2/rerank", json={"query": "q", "documents": ["a"]}), 503, "not_ready")
+    _assert_error(
+        await c.post("/v2/rerank", json={"query": "q", "documents": ["a"]}), 503, "not_ready"
+    )
 
 
 async def test_ready_and_schema(small: Any) -> None:

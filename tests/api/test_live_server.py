@@ -60,11 +60,16 @@ def test_plain_http_and_public_routes(server_url: str) -> None:
         assert c.get("/health").json() == {"status": "ok"}
         assert c.get("/ready").json()["status"] == "ready"
         resp = c.post(
-            "/rerank", json={"query": QUERY, "texts": DOCS}, headers={"Authorization": f"Bearer {KEY}"}
+            "/rerank",
+            json={"query": QUERY, "texts": DOCS},
+            headers={"Authorization": f"Bearer {KEY}"},
         )
         assert resp.status_code == 200
         assert len(resp.json()["results"]) == 3
-        bad = c.post("/v1/rerank", content=b"{", headers={"Authorization": f"Bearer {KEY}", "content-type": "application/json"})
+        bad = c.post(
+            "/v1/rerank",
+            content=b"{",
+            headers={"Authorization": f"Bearer {KEY}", "content-type": "application/json"},
+        )
         assert bad.status_code == 400 and bad.json()["error_type"] == "invalid_request"
         assert "ragattn_requests_total" in c.get("/metrics").text
-

@@ -1,4 +1,4 @@
-"""The service with ``cache_backend=redis`` against a real redis-server, including one stopped mid-test."""
+"""The service with ``cache_backend=redis`` on a real redis-server, one stopped mid-test."""
 
 from __future__ import annotations
 
@@ -20,7 +20,11 @@ DOCS = ["Paris is the capital of France.", "Rome is the capital of Italy."]
 
 def _body() -> dict[str, object]:
     # A fresh query per test run, so entries left in a shared Redis never turn a miss into a hit.
-    return {"model": "m", "query": f"capital of France? ({uuid.uuid4().hex[:8]})", "documents": DOCS}
+    return {
+        "model": "m",
+        "query": f"capital of France? ({uuid.uuid4().hex[:8]})",
+        "documents": DOCS,
+    }
 
 
 def _strip(body: dict[str, object]) -> dict[str, object]:
@@ -48,13 +52,25 @@ def private_redis(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, int]]:
     """A throwaway redis-server this test may stop (never the shared one)."""
     port = 6900 + os.getpid() % 500
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        out = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            ["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True
+        ).stdout
         if out.strip() == "PONG":
             break
         time.sleep(0.05)
@@ -70,7 +86,9 @@ async def test_redis_stopped_mid_test_requests_still_succeed(
 ) -> None:
     url, port = private_redis
     body = _body()
-    async with AsyncTestClient(app=make_app(cache_backend="redis", redis_url=url, redis_timeout_s=0.2)) as c:
+    async with AsyncTestClient(
+        app=make_app(cache_backend="redis", redis_url=url, redis_timeout_s=0.2)
+    ) as c:
         first = await c.post("/v2/rerank", json=body)
         assert (await c.post("/v2/rerank", json=body)).headers["x-ragattn-cache"] == "hit"
         subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True)
@@ -81,5 +99,9 @@ async def test_redis_stopped_mid_test_requests_still_succeed(
     assert after.status_code == 200 and again.status_code == 200
     assert after.headers["x-ragattn-cache"] == "miss"
     assert _strip(after.json()) == _strip(first.json())
-    error_line = next(line for line in metrics.splitlines() if line.startswith('ragattn_cache_events_total{event="error"}'))
+    error_line = next(
+        line
+        for line in metrics.splitlines()
+        if line.startswith('ragattn_cache_events_total{event="error"}')
+    )
     assert float(error_line.split()[-1]) >= 1

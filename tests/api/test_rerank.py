@@ -23,9 +23,13 @@ def _without_id(body: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in body.items() if k != "id"}
 
 
-async def test_v2_matches_the_library_exactly(client: AsyncTestClient[Litestar], reranker: Any) -> None:
+async def test_v2_matches_the_library_exactly(
+    client: AsyncTestClient[Litestar], reranker: Any
+) -> None:
     """The server is a thin layer: same order and scores as calling the library in process."""
-    resp = await client.post("/v2/rerank", json={"model": "rerank-v3.5", "query": QUERY, "documents": DOCS})
+    resp = await client.post(
+        "/v2/rerank", json={"model": "rerank-v3.5", "query": QUERY, "documents": DOCS}
+    )
     assert resp.status_code == 200
     body = resp.json()
     expected = reranker.rerank(QUERY, DOCS)
@@ -44,7 +48,9 @@ async def test_v2_matches_the_library_exactly(client: AsyncTestClient[Litestar],
 
 async def test_v1_objects_return_documents_and_top_n(client: AsyncTestClient[Litestar]) -> None:
     docs = [{"text": t, "id": f"d{i}"} for i, t in enumerate(DOCS)]
-    resp = await client.post("/v1/rerank", json={"query": QUERY, "documents": docs, "top_n": 2, "return_documents": True})
+    resp = await client.post(
+        "/v1/rerank", json={"query": QUERY, "documents": docs, "top_n": 2, "return_documents": True}
+    )
     assert resp.status_code == 200
     results = resp.json()["results"]
     assert len(results) == 2
@@ -55,7 +61,8 @@ async def test_v1_objects_return_documents_and_top_n(client: AsyncTestClient[Lit
 
 async def test_tei_texts_alias_and_top_n_clamped(client: AsyncTestClient[Litestar]) -> None:
     resp = await client.post(
-        "/rerank", json={"query": QUERY, "texts": DOCS, "top_k": 50, "return_text": True, "raw_scores": True}
+        "/rerank",
+        json={"query": QUERY, "texts": DOCS, "top_k": 50, "return_text": True, "raw_scores": True},
     )
     assert resp.status_code == 200
     results = resp.json()["results"]
@@ -66,7 +73,13 @@ async def test_tei_texts_alias_and_top_n_clamped(client: AsyncTestClient[Litesta
 async def test_truncation_is_reported_in_meta_warnings(client: AsyncTestClient[Litestar]) -> None:
     long_doc = "Paris is the capital of France. " * 40
     resp = await client.post(
-        "/v2/rerank", json={"model": "m", "query": QUERY, "documents": [long_doc, DOCS[0]], "max_tokens_per_doc": 16}
+        "/v2/rerank",
+        json={
+            "model": "m",
+            "query": QUERY,
+            "documents": [long_doc, DOCS[0]],
+            "max_tokens_per_doc": 16,
+        },
     )
     assert resp.status_code == 200
     warnings = resp.json()["meta"]["warnings"]
@@ -97,7 +110,9 @@ async def test_disabled_cache_still_answers(make_app: Callable[..., Litestar]) -
     assert _without_id(first.json()) == _without_id(second.json())
 
 
-async def test_metrics_count_requests_cache_and_model_time(client: AsyncTestClient[Litestar]) -> None:
+async def test_metrics_count_requests_cache_and_model_time(
+    client: AsyncTestClient[Litestar],
+) -> None:
     payload = {"model": "m", "query": QUERY, "documents": DOCS[:2]}
     await client.post("/v2/rerank", json=payload)
     await client.post("/v2/rerank", json=payload)

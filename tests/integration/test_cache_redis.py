@@ -68,7 +68,7 @@ async def test_unreachable_redis_is_a_counted_miss() -> None:
 
 
 async def test_out_of_memory_is_a_miss_not_an_error(cache: RedisCache) -> None:
-    """A full Redis with ``noeviction`` raises OutOfMemoryError, a ResponseError, not ConnectionError."""
+    """A full ``noeviction`` Redis raises OutOfMemoryError, a ResponseError, not ConnectionError."""
     admin = cache._client
     old = await admin.config_get("maxmemory", "maxmemory-policy")
     key = _key()
@@ -93,14 +93,26 @@ def private_redis(tmp_path: Path) -> Iterator[str]:
     port = 6400 + os.getpid() % 500
     pidfile = tmp_path / "redis.pid"
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        [
+            "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     pidfile.write_text(str(proc.pid))
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        ping = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True)
+        ping = subprocess.run(
+            ["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True
+        )
         if ping.stdout.strip() == "PONG":
             break
         time.sleep(0.05)

@@ -56,7 +56,10 @@ def test_blank_values_keep_defaults() -> None:
         ({"RAGATTN_MAX_DOCUMENTS": "many"}, "RAGATTN_MAX_DOCUMENTS must be an integer, got 'many'"),
         ({"RAGATTN_MAX_DOCUMENTS": "0"}, "RAGATTN_MAX_DOCUMENTS must be a positive integer, got 0"),
         ({"RAGATTN_QUEUE_SIZE": "-3"}, "RAGATTN_QUEUE_SIZE must be a positive integer, got -3"),
-        ({"RAGATTN_CACHE_BACKEND": "disk"}, "RAGATTN_CACHE_BACKEND must be one of memory, redis, none"),
+        (
+            {"RAGATTN_CACHE_BACKEND": "disk"},
+            "RAGATTN_CACHE_BACKEND must be one of memory, redis, none",
+        ),
         ({"RAGATTN_CACHE_BACKEND": "redis"}, "RAGATTN_CACHE_BACKEND=redis needs RAGATTN_REDIS_URL"),
         ({"RAGATTN_REDIS_URL": "localhost:6379"}, "RAGATTN_REDIS_URL must start with redis://"),
         ({"RAGATTN_DTYPE": "float16"}, "RAGATTN_DTYPE must be one of float32, bfloat16"),
