@@ -93,14 +93,14 @@ class _CaptureState:
     """Per-forward capture request, read by the attention function through a context variable."""
 
     rows: tuple[int, ...]
-    heads: HeadSet
+    heads: HeadSet | None  # None: run (e.g. a shared prefix) without capturing anything
     reduce: Reduce
     stop_after: int | None
     per_layer: dict[int, torch.Tensor] = field(default_factory=dict)
     head_index: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for layer in self.heads.layers:
+        for layer in self.heads.layers if self.heads else ():
             self.head_index[layer] = torch.tensor(self.heads.heads_of(layer), dtype=torch.long)
 
 
@@ -210,16 +210,7 @@ class AttentionEngine:
                 f"{self.proxy.max_positions}"
             )
 
-    def _run(
-        self,
-        ids: Sequence[int],
-        state: _CaptureState | None,
-        cache: Any | None,
-        stop_after: int | None,
-    ) -> None:
-        if state is None:
-            state = _CaptureState(rows=(), heads=HeadSet(((0, 0),)), reduce="mean", stop_after=stop_after)
-            state.head_index.clear()
+    def _run(self, ids: Sequence[int], state: _CaptureState, cache: Any | None) -> None:
         token = _ACTIVE.set(state)
         try:
             with torch.inference_mode():
@@ -237,6 +228,7 @@ class AttentionEngine:
             _ACTIVE.reset(token)
 
     def _collect(self, state: _CaptureState) -> Capture:
+        assert state.heads is not None  # only capturing states are collected
         parts = []
         for layer in state.heads.layers:
             if layer not in state.per_layer:
@@ -267,7 +259,7 @@ class AttentionEngine:
         state = _CaptureState(
             rows=tuple(rows), heads=heads, reduce=reduce, stop_after=heads.deepest if early_exit else None
         )
-        self._run(ids, state, None, state.stop_after)
+        self._run(ids, state, None)
         return self._collect(state)
 
     def capture_shared_prefix(
@@ -294,7 +286,7 @@ class AttentionEngine:
         stop = heads.deepest if early_exit else None
         cache = DynamicCache()
         if len(prefix) > 0:
-            self._run(prefix, None, cache, stop)
+            self._run(prefix, _CaptureState(rows=(), heads=None, reduce="mean", stop_after=stop), cache)
         results = []
         for tail, rows in tails:
             if len(tail) == 0:
@@ -304,7 +296,7 @@ class AttentionEngine:
             if any(r < len(prefix) for r in rows):
                 raise InvalidInputError("captured rows must lie in the tail, after the shared prefix")
             state = _CaptureState(rows=tuple(rows), heads=heads, reduce=reduce, stop_after=stop)
-            self._run(tail, state, cache, stop)
+            self._run(tail, state, cache)
             # A negative crop removes that many tokens in every transformers version we support.
             cache.crop(-len(tail))
             results.append(self._collect(state))

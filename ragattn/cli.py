@@ -113,6 +113,22 @@ def bench_attention_cmd(
         out.write_text(json.dumps(result, indent=2))
 
 
+@bench_app.command("startup")
+def bench_startup(
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or GGUF path."),
+) -> None:
+    """First start (dequantize the GGUF into an empty cache) vs second start (cached safetensors)."""
+    import tempfile
+
+    from ragattn.bench import peak_rss_mb
+    from ragattn.proxy import load_proxy
+
+    with tempfile.TemporaryDirectory() as cache:
+        first = load_proxy(proxy, cache_dir=cache).load_seconds
+        second = load_proxy(proxy, cache_dir=cache).load_seconds
+    typer.echo(f"{proxy}: first start {first:.1f} s, second start {second:.2f} s, peak RSS {peak_rss_mb():.0f} MiB")
+
+
 @probe_app.command("train")
 def probe_train(
     data: Path = typer.Option(Path("../shared/data"), help="The shared data folder."),
