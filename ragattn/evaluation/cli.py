@@ -47,8 +47,11 @@ def eval_rerank(
         judged = data.qrels
     if limit is not None:
         queries = queries[:limit]
+    from ragattn.rerank.icr import AttentionMemo
+
     rankers = {}
     loaded = None
+    memo = AttentionMemo()
     for name in _methods(method):
         if name == "bm25":
             rankers[name] = baselines.first_stage_order
@@ -60,7 +63,7 @@ def eval_rerank(
             from ragattn.rerank import Reranker
 
             loaded = loaded or load_proxy(proxy, threads=threads)
-            rankers[name] = RerankerSystem(Reranker(loaded, method=name))
+            rankers[name] = RerankerSystem(Reranker(loaded, method=name, memo=memo))
     report = harness.evaluate_rerank(queries, judged, rankers)
     typer.echo(f"{len(queries)} queries, top {top_k}\n" + report.to_markdown())
     if out:

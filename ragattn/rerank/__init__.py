@@ -12,28 +12,28 @@ from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
 from ragattn.rerank.base import DocScores, Scorer
 from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.rerank.fusion import FusedScorer, RerankProfile, profile_path
-from ragattn.rerank.icr import IcrScorer
+from ragattn.rerank.icr import AttentionMemo, IcrScorer
 from ragattn.types import DocumentLike, RerankResult, RerankResults, as_documents
 
-ScorerFactory = Callable[[Proxy], Scorer]
+ScorerFactory = Callable[[Proxy, AttentionMemo | None], Scorer]
 
 
 def _profile(proxy: Proxy) -> RerankProfile:
     return RerankProfile.load(profile_path(default_models_dir(), proxy_slug(proxy)))
 
 METHODS: dict[str, ScorerFactory] = {
-    "icr": lambda p: IcrScorer(p, heads="all", name="icr"),
-    "icr-uncalibrated": lambda p: IcrScorer(p, heads="all", calibrate=False, name="icr-uncalibrated"),
-    "icr-middle": lambda p: IcrScorer(p, heads="middle", name="icr-middle"),
-    "icr-middle-reattn": lambda p: IcrScorer(
-        p, heads="middle", idf=True, entropy_lambda=0.5, name="icr-middle-reattn"
+    "icr": lambda p, m: IcrScorer(p, heads="all", name="icr", memo=m),
+    "icr-uncalibrated": lambda p, m: IcrScorer(p, heads="all", calibrate=False, name="icr-uncalibrated", memo=m),
+    "icr-middle": lambda p, m: IcrScorer(p, heads="middle", name="icr-middle", memo=m),
+    "icr-middle-reattn": lambda p, m: IcrScorer(
+        p, heads="middle", idf=True, entropy_lambda=0.5, name="icr-middle-reattn", memo=m
     ),
-    "qrhead": lambda p: IcrScorer(p, heads=_profile(p).heads, name="qrhead"),
-    "qrhead-reattn": lambda p: IcrScorer(
-        p, heads=_profile(p).heads, idf=True, entropy_lambda=0.5, name="qrhead-reattn"
+    "qrhead": lambda p, m: IcrScorer(p, heads=_profile(p).heads, name="qrhead", memo=m),
+    "qrhead-reattn": lambda p, m: IcrScorer(
+        p, heads=_profile(p).heads, idf=True, entropy_lambda=0.5, name="qrhead-reattn", memo=m
     ),
-    "fused": lambda p: FusedScorer(p, _profile(p), attention=True, name="fused"),
-    "fused-no-attention": lambda p: FusedScorer(p, _profile(p), attention=False, name="fused-no-attention"),
+    "fused": lambda p, m: FusedScorer(p, _profile(p), attention=True, name="fused", memo=m),
+    "fused-no-attention": lambda p, m: FusedScorer(p, _profile(p), attention=False, name="fused-no-attention"),
 }
 """Scoring methods by name; each factory builds a scorer on a loaded proxy."""
 
@@ -58,6 +58,7 @@ class Reranker:
             (default: the packaged SmolLM2-135M).
         method: a key of :data:`METHODS` (default: the best measured configuration).
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name.
+        memo: share one all-heads capture between rerankers scoring the same lists (evaluations).
     """
 
     def __init__(
@@ -67,12 +68,13 @@ class Reranker:
         method: str = DEFAULT_METHOD,
         dtype: str = "float32",
         threads: int | None = None,
+        memo: AttentionMemo | None = None,
     ) -> None:
         if method not in METHODS:
             raise InvalidInputError(f"unknown rerank method {method!r}; valid: {', '.join(sorted(METHODS))}")
         self.proxy = resolve_proxy(proxy, dtype=dtype, threads=threads)
         self.method = method
-        self.scorer = METHODS[method](self.proxy)
+        self.scorer = METHODS[method](self.proxy, memo)
 
     def score(
         self, query: str, documents: Sequence[DocumentLike], *, first_stage_order: Sequence[int] | None = None

@@ -20,7 +20,7 @@ from ragattn.attention import HeadSet
 from ragattn.errors import ModelLoadError
 from ragattn.proxy import Proxy
 from ragattn.rerank.base import DocScores, sigmoid
-from ragattn.rerank.icr import WindowedAttention
+from ragattn.rerank.icr import AttentionMemo, WindowedAttention
 from ragattn.rerank.training import bm25_local, dense_local, fusion_features, head_masses, rank_prior
 from ragattn.types import Document
 
@@ -50,12 +50,20 @@ def profile_path(models_dir: Path, slug: str) -> Path:
 class FusedScorer:
     """Logistic fusion of QRHead attention (optional), candidate-local BM25, MiniLM and rank prior."""
 
-    def __init__(self, proxy: Proxy, profile: RerankProfile, *, attention: bool = True, name: str = "fused") -> None:
+    def __init__(
+        self,
+        proxy: Proxy,
+        profile: RerankProfile,
+        *,
+        attention: bool = True,
+        name: str = "fused",
+        memo: AttentionMemo | None = None,
+    ) -> None:
         self.name = name
         self.attention = attention
         self.key = "attention" if attention else "lexical"
         self.profile = profile
-        self.windows = WindowedAttention(proxy, profile.heads) if attention else None
+        self.windows = WindowedAttention(proxy, profile.heads, memo=memo) if attention else None
 
     def score(self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]) -> DocScores:
         att = None

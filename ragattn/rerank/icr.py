@@ -83,6 +83,24 @@ def plan_windows(token_counts: Sequence[int], order: Sequence[int], budget: int)
         n_windows += 1
 
 
+class AttentionMemo:
+    """Shares one capture of *all* full-attention heads between scorers that read the same list.
+
+    For evaluations and ablations: several methods (head subsets, ReAttn, fusion) over the same
+    query and candidates cost one forward pass instead of one each; each scorer slices its heads
+    out of the memoised rows. Results equal a direct capture of the subset.
+    """
+
+    def __init__(self) -> None:
+        self._store: dict[tuple, tuple[list[WindowAttention], list[str]]] = {}
+
+    def get(self, key: tuple) -> tuple[list[WindowAttention], list[str]] | None:
+        return self._store.get(key)
+
+    def put(self, key: tuple, value: tuple[list[WindowAttention], list[str]]) -> None:
+        self._store[key] = value
+
+
 class WindowedAttention:
     """Builds listwise windows and captures calibrated query→document attention for each."""
 
@@ -95,6 +113,7 @@ class WindowedAttention:
         instruction: str = "ie",
         max_window_tokens: int = 3072,
         max_doc_tokens: int = 400,
+        memo: AttentionMemo | None = None,
     ) -> None:
         self.proxy = proxy
         self.engine = engine_for(proxy)
@@ -103,6 +122,7 @@ class WindowedAttention:
         self.instruction = instruction
         self.max_window_tokens = max_window_tokens
         self.max_doc_tokens = max_doc_tokens
+        self.memo = memo
 
     def _truncate(self, documents: Sequence[Document]) -> tuple[list[Document], list[int], list[str]]:
         tok = self.proxy.tokenizer
@@ -129,6 +149,24 @@ class WindowedAttention:
     ) -> tuple[list[WindowAttention], list[str]]:
         """Capture calibrated attention for the documents laid out in ``prompt_order`` (last = nearest
         the query). Returns one :class:`WindowAttention` per window and the warnings."""
+        if self.memo is None:
+            return self._run(query, documents, prompt_order, self.heads)
+        superset = _heads_for(self.proxy, "all")
+        key = (
+            query, tuple((d.title, d.text) for d in documents), tuple(prompt_order),
+            self.calibrate, self.instruction, self.max_window_tokens, self.max_doc_tokens,
+        )
+        found = self.memo.get(key)
+        if found is None:
+            found = self._run(query, documents, prompt_order, superset)
+            self.memo.put(key, found)
+        rows = torch.tensor([superset.pairs.index(p) for p in self.heads.pairs], dtype=torch.long)
+        windows, warnings = found
+        return [WindowAttention(prompt=w.prompt, delta=w.delta.index_select(0, rows), docs=w.docs) for w in windows], list(warnings)
+
+    def _run(
+        self, query: str, documents: Sequence[Document], prompt_order: Sequence[int], heads: HeadSet
+    ) -> tuple[list[WindowAttention], list[str]]:
         docs, counts, warnings = self._truncate(documents)
         q_tokens = len(self.proxy.tokenizer(query, add_special_tokens=False)["input_ids"])
         budget = self.max_window_tokens - q_tokens - 64
@@ -143,16 +181,16 @@ class WindowedAttention:
                 f"{len(documents)} documents were scored in {len(windows)} windows of at most "
                 f"{self.max_window_tokens} proxy tokens; raw scores are scaled by window size"
             )
-        results = [self._window(query, docs, w) for w in windows]
+        results = [self._window(query, docs, w, heads) for w in windows]
         return results, warnings
 
-    def _window(self, query: str, docs: Sequence[Document], order: Sequence[int]) -> WindowAttention:
+    def _window(self, query: str, docs: Sequence[Document], order: Sequence[int], heads: HeadSet) -> WindowAttention:
         family = self.proxy.chat_family
         pieces = rerank_pieces(query, docs, order, family=family, instruction=self.instruction)
         real = assemble(pieces, self.proxy.tokenizer)
         rows_real = range(real.query_span.start, real.query_span.end)
         if not self.calibrate:
-            cap = self.engine.capture(real.input_ids, list(rows_real), self.heads, reduce="mean")
+            cap = self.engine.capture(real.input_ids, list(rows_real), heads, reduce="mean")
             return WindowAttention(prompt=real, delta=cap.weights[:, 0, :], docs=tuple(order))
         twin = assemble(with_query(pieces, CALIBRATION_QUERY), self.proxy.tokenizer)
         prefix = min(shared_prefix_length(real, twin), real.query_span.start, twin.query_span.start)
@@ -166,7 +204,7 @@ class WindowedAttention:
                 (ids_r[prefix:], list(rows_real)),
                 (ids_t[prefix:], list(range(twin.query_span.start, twin.query_span.end))),
             ],
-            self.heads,
+            heads,
             reduce="mean",
         )
         s = caps[0].weights[:, 0, :prefix]
@@ -236,10 +274,11 @@ class IcrScorer:
         instruction: str = "ie",
         max_window_tokens: int = 3072,
         name: str = "icr",
+        memo: AttentionMemo | None = None,
     ) -> None:
         self.name = name
         self.windows = WindowedAttention(
-            proxy, heads, calibrate=calibrate, instruction=instruction, max_window_tokens=max_window_tokens
+            proxy, heads, calibrate=calibrate, instruction=instruction, max_window_tokens=max_window_tokens, memo=memo
         )
         self.mask_sigma = mask_sigma
         self.idf = idf
