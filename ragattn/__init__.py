@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ragattn.compress import Compressor
 from ragattn.errors import InvalidInputError, RagattnError
 from ragattn.proxy import Proxy, load_proxy
 from ragattn.rerank import Reranker
@@ -11,6 +12,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CompressionResult",
+    "Compressor",
     "Document",
     "InvalidInputError",
     "Proxy",
