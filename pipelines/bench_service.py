@@ -24,6 +24,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -91,15 +92,18 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def start_server(port: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def start_server(port: int, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "ragattn.cli", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # The server log goes to a file: an unread pipe would block the server once it fills.
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=sink)
     deadline = time.monotonic() + 300
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5) as c:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise RuntimeError(f"server exited with {proc.returncode}: {err[-2000:]}")
+                raise RuntimeError(
+                    f"server exited with {proc.returncode}: {log.read_text()[-2000:]}"
+                )
             try:
                 if c.get("/ready").status_code == 200:
                     return proc
@@ -131,6 +135,12 @@ def bench_hits(base: str, n: int, headers: dict[str, str]) -> dict[str, Any]:
         "p99_ms": pct(lat, 0.99),
         "mean_ms": statistics.fmean(lat),
     }
+
+
+def warm(base: str, pool_size: int, headers: dict[str, str]) -> None:
+    with httpx.Client(base_url=base, timeout=600, headers=headers) as c:
+        for body in request_pool(pool_size):
+            c.post("/v2/rerank", json=body).raise_for_status()
 
 
 def bench_load(
@@ -200,6 +210,9 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--pool", type=int, default=8, help="distinct requests in the load phase")
     ap.add_argument("--hit-requests", type=int, default=1000)
+    ap.add_argument(
+        "--warm", action="store_true", help="compute every pool request once before the timed load"
+    )
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
 
@@ -208,11 +221,14 @@ def main() -> None:
     keys = env.get("RAGATTN_API_KEYS", "")
     if keys:
         headers["Authorization"] = "Bearer " + keys.split(",")[0].strip()
-    proc = start_server(args.port, env)
+    log = Path(tempfile.gettempdir()) / f"ragattn-bench-server-{args.port}.log"
+    proc = start_server(args.port, env, log)
     base = f"http://127.0.0.1:{args.port}"
     try:
         rss_ready = rss_mb(proc.pid)
         hit = bench_hits(base, args.hit_requests, headers)
+        if args.warm:
+            warm(base, args.pool, headers)
         rss_before = rss_mb(proc.pid)
         load = bench_load(base, args.clients, args.duration, args.pool, headers)
         rss_after = rss_mb(proc.pid)
@@ -230,10 +246,14 @@ def main() -> None:
         "cpu_count": os.cpu_count(),
         "loadavg_1m_end": os.getloadavg()[0],
         "cache_backend": env.get("RAGATTN_CACHE_BACKEND", "memory"),
+        "warm": args.warm,
         "cache_hit": hit,
         "load": load,
         "rss_mb": {"ready": rss_ready, "before_load": rss_before, "after_load": rss_after},
         "cache_metrics": cache_lines,
+        "server_log_warnings": [
+            line for line in log.read_text().splitlines() if "WARNING" in line or "ERROR" in line
+        ][:20],
     }
     print(json.dumps(result, indent=2))
     print(

@@ -155,7 +155,7 @@ class RedisCache:
         url: str,
         *,
         ttl_s: int = 86_400,
-        timeout_s: float = 0.25,
+        timeout_s: float = 1.0,
         cooldown_s: float = 5.0,
     ) -> None:
         redis_asyncio = require("redis.asyncio", extra="redis")

@@ -58,7 +58,7 @@ class Settings:
     """Result cache: ``memory`` (in-process LRU), ``redis`` (needs ``redis_url``) or ``none``."""
     redis_url: str | None = None
     """Redis URL for ``cache_backend=redis``, e.g. ``redis://localhost:6379/0``."""
-    redis_timeout_s: float = 0.25
+    redis_timeout_s: float = 1.0
     """Socket and connect timeout for Redis calls; a slow Redis is a counted miss, not an error."""
     cache_ttl_s: int = 86_400
     """Time to live of a cached response, seconds."""
