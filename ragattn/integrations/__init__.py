@@ -1,0 +1,138 @@
+"""Framework adapters: ``ragattn.integrations.langchain`` and ``ragattn.integrations.llamaindex``.
+
+Nothing here imports a framework; each submodule imports its own on first use and needs its
+extra (``pip install 'ragattn[langchain]'`` / ``'ragattn[llamaindex]'``). What they share lives
+here: :class:`Engine`, which gives every adapter sync and native async calls on any engine, and
+the budget check of the compression adapters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ragattn.client import AsyncClient, Client
+from ragattn.errors import InvalidInputError
+from ragattn.types import CompressionResult, Document, RerankResults
+
+KEPT_SPANS_KEY = "ragattn_kept_spans"
+"""Metadata key of the kept sentences: ``[{start, end, score, text}]``, character offsets into the
+text the adapter received (before compression) and keep scores in [0, 1]."""
+
+RAW_SCORE_KEY = "ragattn_raw_score"
+"""Metadata key of the rerank method's raw score (method units); relevance_score is in [0, 1]."""
+
+
+class Engine:
+    """Sync and async rerank/compress on one engine, whichever kind it is.
+
+    - In process (:class:`~ragattn.Reranker`, :class:`~ragattn.compress.Compressor`, or anything
+      with the same sync ``rerank`` / ``compress``): async calls run the sync one in a worker
+      thread, so the event loop never runs model work.
+    - :class:`~ragattn.client.Client`: async calls use an :class:`AsyncClient` with the same
+      config, opened per call (an httpx connection pool belongs to one event loop).
+    - :class:`~ragattn.client.AsyncClient`: awaited as is; sync calls use one :class:`Client` with
+      the same config, built on first use.
+
+    Args:
+        engine: the engine.
+        role: ``"reranker"`` or ``"compressor"``, for the error message of a wrong engine.
+
+    Raises:
+        InvalidInputError: ``engine`` has no ``rerank`` / ``compress`` method for ``role``.
+    """
+
+    def __init__(self, engine: Any, *, role: str) -> None:
+        method = {"reranker": "rerank", "compressor": "compress"}[role]
+        if not callable(getattr(engine, method, None)):
+            raise InvalidInputError(
+                f"{role} must be a ragattn {'Reranker' if method == 'rerank' else 'Compressor'}, "
+                f"Client or AsyncClient (anything with .{method}()), got {type(engine).__name__}"
+            )
+        self.engine = engine
+        self._sync_twin: Client | None = None
+        self._lock = threading.Lock()
+
+    def _sync(self) -> Any:
+        if not isinstance(self.engine, AsyncClient):
+            return self.engine
+        with self._lock:
+            if self._sync_twin is None:
+                self._sync_twin = Client.from_config(self.engine.config)
+            return self._sync_twin
+
+    def rerank(
+        self, query: str, documents: Sequence[Document], *, top_n: int | None
+    ) -> RerankResults:
+        return self._sync().rerank(query, documents, top_n=top_n)  # type: ignore[no-any-return]
+
+    async def arerank(
+        self, query: str, documents: Sequence[Document], *, top_n: int | None
+    ) -> RerankResults:
+        if isinstance(self.engine, AsyncClient):
+            return await self.engine.rerank(query, documents, top_n=top_n)
+        if isinstance(self.engine, Client):
+            async with AsyncClient.from_config(self.engine.config) as client:
+                return await client.rerank(query, documents, top_n=top_n)
+        return await asyncio.to_thread(self.engine.rerank, query, documents, top_n=top_n)
+
+    def compress(
+        self, query: str, documents: Sequence[Document], budget: dict[str, Any]
+    ) -> CompressionResult:
+        return self._sync().compress(query, documents, **budget)  # type: ignore[no-any-return]
+
+    async def acompress(
+        self, query: str, documents: Sequence[Document], budget: dict[str, Any]
+    ) -> CompressionResult:
+        if isinstance(self.engine, AsyncClient):
+            return await self.engine.compress(query, documents, **budget)
+        if isinstance(self.engine, Client):
+            async with AsyncClient.from_config(self.engine.config) as client:
+                return await client.compress(query, documents, **budget)
+        return await asyncio.to_thread(self.engine.compress, query, documents, **budget)
+
+
+def one_budget(
+    ratio: float | None, target_tokens: int | None, threshold: float | None
+) -> dict[str, float | int]:
+    """The one budget an adapter was given, as keyword arguments of ``compress``.
+
+    Raises:
+        InvalidInputError: none or more than one of them is set.
+    """
+    given = {
+        k: v
+        for k, v in {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}.items()
+        if v is not None
+    }
+    if len(given) != 1:
+        raise InvalidInputError(
+            "set exactly one budget: ratio (fraction of tokens kept), target_tokens or threshold"
+        )
+    return given
+
+
+def check_top_n(top_n: int | None) -> None:
+    """Raises InvalidInputError unless ``top_n`` is None or a positive integer."""
+    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
+        raise InvalidInputError("top_n must be a positive integer or None (keep all)")
+
+
+def kept_spans_metadata(result: CompressionResult, index: int) -> list[dict[str, Any]]:
+    """The kept sentences of ``documents[index]`` as plain dicts for a framework's metadata."""
+    return [
+        {"start": s.start, "end": s.end, "score": s.score, "text": s.text}
+        for s in result.documents[index].kept_spans
+    ]
+
+
+__all__ = [
+    "KEPT_SPANS_KEY",
+    "RAW_SCORE_KEY",
+    "Engine",
+    "check_top_n",
+    "kept_spans_metadata",
+    "one_budget",
+]
