@@ -24,6 +24,7 @@ from api.errors import EXCEPTION_HANDLERS
 from api.metrics import Metrics
 from api.routes.compress import CompressController
 from api.routes.health import HealthController
+from api.routes.page import PAGE_HANDLERS
 from api.routes.rerank import RerankController
 from api.service import Service, model_fingerprint
 from api.worker import ModelWorker
@@ -137,7 +138,7 @@ def create_app(
     guards: list[Any] = [ApiKeyGuard(settings.api_keys)]
     if settings.rate_limit_per_minute > 0:
         guards.append(RateLimitGuard(RateLimiter(settings.rate_limit_per_minute)))
-    handlers: list[Any] = [HealthController, RerankController]
+    handlers: list[Any] = [HealthController, RerankController, *PAGE_HANDLERS]
     if serve_compress:
         handlers.append(CompressController)
     app = Litestar(
