@@ -133,7 +133,9 @@ def load_dl19(path: str | Path, top_k: int = 100) -> RerankSet:
     if not 1 <= top_k <= 100:
         raise InvalidInputError(f"top_k must be in 1..100 for DL19, got {top_k}")
     folder = Path(path)
-    return load_candidates(folder / "candidates_bm25_top100.jsonl", folder / "qrels.trec.txt", top_k)
+    return load_candidates(
+        folder / "candidates_bm25_top100.jsonl", folder / "qrels.trec.txt", top_k
+    )
 
 
 def load_candidates(candidates: str | Path, qrels: str | Path, top_k: int = 100) -> RerankSet:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import string
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -178,11 +179,24 @@ def normalize_answer(text: str) -> str:
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+def _match_form(text: str) -> str:
+    """SQuAD normalization, except punctuation (any Unicode ``P*``) separates words.
+
+    Deleting punctuation, as SQuAD does for exact match, glues words ("Rollo's" -> "rollos",
+    "Adriatic—fell" -> one word) and would hide answers from a whole-word search.
+    """
+    text = "".join(" " if unicodedata.category(ch).startswith("P") else ch for ch in text.lower())
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
 def contains_answer(text: str, answers: Sequence[str]) -> bool:
-    """Whether any normalized answer occurs in the normalized text on word boundaries."""
-    haystack = f" {normalize_answer(text)} "
+    """Whether any answer occurs in the text as whole words, after SQuAD-style normalization.
+
+    Both sides are lower-cased, articles dropped and punctuation turned into word separators.
+    """
+    haystack = f" {_match_form(text)} "
     for answer in answers:
-        needle = normalize_answer(answer)
+        needle = _match_form(answer)
         if needle and f" {needle} " in haystack:
             return True
     return False
@@ -192,7 +206,7 @@ def answer_retention(kept_text: str, full_text: str, answers: Sequence[str]) -> 
     """Whether compression kept the answer, for an example whose full context contains it.
 
     Returns:
-        ``True``/``False`` when the answer is in ``full_text`` (SQuAD-normalized, word-bounded),
+        ``True``/``False`` when the answer is in ``full_text`` (:func:`contains_answer`),
         ``None`` otherwise (nothing to retain: no answer, or an abstractive one such as yes/no).
     """
     extractive = [a for a in answers if normalize_answer(a) not in {"yes", "no"}]

@@ -112,6 +112,9 @@ def test_contains_answer_matches_whole_words_only():
     assert contains_answer("It was built in Paris, France.", ["paris"])
     assert not contains_answer("Concatenate strings.", ["cat"])
     assert contains_answer("The Beatles played.", ["Beatles"])
+    assert contains_answer("Before Rollo's arrival", ["Rollo"])
+    assert contains_answer("bases of the Adriatic—fell again", ["the Adriatic"])
+    assert contains_answer("the U.S. Army", ["U.S."])
 
 
 def test_answer_retention_only_counts_answers_present_in_the_context():
