@@ -1,0 +1,110 @@
+"""LlamaIndex postprocessors on the in-process engines and on a live service: same order, scores,
+metadata and node identity, sync and async alike, also inside a query engine."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_index.core")
+
+from llama_index.core import SummaryIndex  # noqa: E402
+from llama_index.core.llms import MockLLM  # noqa: E402
+from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode  # noqa: E402
+
+from ragattn.errors import InvalidInputError  # noqa: E402
+from ragattn.integrations.llamaindex import (  # noqa: E402
+    RagattnCompressPostprocessor,
+    RagattnRerankPostprocessor,
+)
+
+pytestmark = pytest.mark.slow
+
+KEPT = "ragattn_kept_spans"
+
+
+def nodes(corpus: Any) -> list[NodeWithScore]:
+    return [
+        NodeWithScore(node=TextNode(text=t, id_=i, metadata=dict(m)), score=0.5 - 0.1 * k)
+        for k, (t, i, m) in enumerate(zip(corpus.texts, corpus.ids, corpus.metadata, strict=True))
+    ]
+
+
+def test_rerank_returns_the_same_nodes_best_first(
+    engines: tuple[Any, Any], reranker: Any, corpus: Any
+) -> None:
+    inputs = nodes(corpus)
+    post = RagattnRerankPostprocessor(reranker=engines[0], top_n=2)
+    out = post.postprocess_nodes(inputs, query_str=corpus.query)
+    want = reranker.rerank(corpus.query, list(corpus.texts), top_n=2)
+    assert [n.node.node_id for n in out] == ["paris", "rhine"]
+    for got, r in zip(out, want, strict=True):
+        assert got.node is inputs[r.index].node  # identity: the very node object
+        assert got.score == pytest.approx(r.relevance_score, abs=1e-9)
+        assert got.node.metadata == corpus.metadata[r.index]
+    again = asyncio.run(post.apostprocess_nodes(inputs, query_str=corpus.query))
+    assert [(n.node, n.score) for n in again] == [(n.node, n.score) for n in out]
+
+
+def test_compress_keeps_node_ids_scores_and_spans(
+    engines: tuple[Any, Any], compressor: Any, corpus: Any
+) -> None:
+    inputs = nodes(corpus)
+    post = RagattnCompressPostprocessor(compressor=engines[1], ratio=0.5, drop_empty=False)
+    out = post.postprocess_nodes(inputs, query_str=corpus.query)
+    want = compressor.compress(corpus.query, list(corpus.texts), ratio=0.5)
+    assert [n.node.node_id for n in out] == list(corpus.ids)
+    assert [n.score for n in out] == [n.score for n in inputs]
+    for got, source, w in zip(out, inputs, want.documents, strict=True):
+        node = got.node
+        assert node is not source.node and source.node.text == corpus.texts[w.index]
+        assert node.text == w.text
+        spans = node.metadata[KEPT]
+        assert [(s["start"], s["end"], s["text"]) for s in spans] == [
+            (s.start, s.end, s.text) for s in w.kept_spans
+        ]
+        assert {k: v for k, v in node.metadata.items() if k != KEPT} == source.node.metadata
+        assert KEPT not in node.get_content(metadata_mode=MetadataMode.LLM)
+        assert KEPT not in node.get_content(metadata_mode=MetadataMode.EMBED)
+    again = asyncio.run(post.apostprocess_nodes(inputs, query_str=corpus.query))
+    assert [(n.node.node_id, n.node.text, n.node.metadata, n.score) for n in again] == [
+        (n.node.node_id, n.node.text, n.node.metadata, n.score) for n in out
+    ]
+
+
+def test_query_engine_reranks_and_compresses(
+    engines: tuple[Any, Any], reranker: Any, compressor: Any, corpus: Any
+) -> None:
+    index = SummaryIndex([n.node for n in nodes(corpus)])
+    engine = index.as_query_engine(
+        llm=MockLLM(),
+        node_postprocessors=[
+            RagattnRerankPostprocessor(reranker=engines[0], top_n=2),
+            RagattnCompressPostprocessor(compressor=engines[1], threshold=0.0),
+        ],
+    )
+    response = engine.query(corpus.query)
+    ranked = reranker.rerank(corpus.query, list(corpus.texts), top_n=2)
+    assert [n.node.node_id for n in response.source_nodes] == [corpus.ids[r.index] for r in ranked]
+    assert [n.score for n in response.source_nodes] == pytest.approx(
+        [r.relevance_score for r in ranked], abs=1e-9
+    )
+    assert all(len(n.node.metadata[KEPT]) == 2 for n in response.source_nodes)
+    aresponse = asyncio.run(engine.aquery(corpus.query))
+    assert [(n.node.node_id, n.score) for n in aresponse.source_nodes] == [
+        (n.node.node_id, n.score) for n in response.source_nodes
+    ]
+
+
+def test_postprocessors_refuse_bad_input(reranker: Any, compressor: Any, corpus: Any) -> None:
+    post = RagattnRerankPostprocessor(reranker=reranker)
+    with pytest.raises(InvalidInputError, match=re.escape("a query is required")):
+        post.postprocess_nodes(nodes(corpus))
+    assert post.postprocess_nodes([], query_str=corpus.query) == []
+    with pytest.raises(InvalidInputError, match=re.escape("set exactly one budget")):
+        RagattnCompressPostprocessor(compressor=compressor, ratio=0.3, target_tokens=10)
+    with pytest.raises(InvalidInputError, match=re.escape("compressor must be a ragattn")):
+        RagattnCompressPostprocessor(compressor=reranker, ratio=0.3)
