@@ -11,10 +11,11 @@ const BUDGETS = {
 };
 
 class ApiError extends Error {
-  constructor(errorType, message, status) {
+  constructor(errorType, message, status, route = "") {
     super(message);
     this.errorType = errorType;
     this.status = status;
+    this.route = route;
   }
 }
 
@@ -32,11 +33,11 @@ async function post(path, body) {
   try {
     resp = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
   } catch (err) {
-    throw new ApiError("network_error", "could not reach the server: " + err.message, 0);
+    throw new ApiError("network_error", "could not reach the server: " + err.message, 0, path);
   }
   const data = await resp.json().catch(() => null);
   if (!resp.ok) {
-    throw new ApiError(data?.error_type ?? "http_error", data?.message ?? resp.statusText, resp.status);
+    throw new ApiError(data?.error_type ?? "http_error", data?.message ?? resp.statusText, resp.status, path);
   }
   return data;
 }
@@ -111,6 +112,7 @@ function renderSummary(compress) {
 
 function renderMessages(errors, warnings) {
   $("#errors").replaceChildren(...errors.map((e) => el("p", { className: "error" },
+    e.route ? e.route + ": " : "",
     el("strong", { className: "error-type" }, e.errorType),
     (e.status ? " (HTTP " + e.status + ")" : "") + " — " + e.message)));
   $("#warnings").hidden = warnings.length === 0;

@@ -124,7 +124,9 @@ def test_example_run_shows_the_api_ranking_and_kept_spans(
     page.screenshot(path=str(screenshot_dir / "web-phone.png"), full_page=True)
 
 
-def test_api_errors_are_shown_with_their_error_type(page: Any, expect: Any) -> None:
+def test_api_errors_are_shown_with_their_error_type(
+    page: Any, expect: Any, screenshot_dir: Path
+) -> None:
     page.get_by_role("button", name="Load example").click()
     expect(page.locator("#documents")).not_to_have_value("")
     page.get_by_label("API key").fill("not-the-key")
@@ -133,6 +135,7 @@ def test_api_errors_are_shown_with_their_error_type(page: Any, expect: Any) -> N
     alert = page.get_by_role("alert")
     assert "unauthorized" in alert.inner_text()
     assert "(HTTP 401)" in alert.inner_text()
+    assert "/v2/rerank: unauthorized (HTTP 401)" in alert.inner_text()
     assert page.locator("#ranking > li").count() == 0
 
     page.get_by_label("API key").fill(KEY)
@@ -141,6 +144,7 @@ def test_api_errors_are_shown_with_their_error_type(page: Any, expect: Any) -> N
     assert rerank["error_type"] == "invalid_request"
     assert "invalid_request" in alert.inner_text()
     assert rerank["message"] in alert.inner_text()
+    page.screenshot(path=str(screenshot_dir / "web-error.png"))
 
 
 def test_keyboard_only_and_every_control_labelled(page: Any, expect: Any) -> None:
