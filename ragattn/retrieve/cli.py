@@ -65,7 +65,8 @@ def build(
         f"wrote {out}: {m.documents} documents from {m.source_documents} "
         f"({m.source_format}), bm25={m.bm25['backend']}, "
         f"dense={dense_desc}, "
-        f"content_hash={m.content_hash[:12]}, seconds={m.build_seconds}"
+        f"content_hash={m.content_hash[:12]}, reused_vectors={m.reused_vectors}, "
+        f"seconds={m.build_seconds}"
     )
     if m.skipped:
         typer.echo(f"skipped {len(m.skipped)}: " + "; ".join(m.skipped), err=True)

@@ -118,7 +118,8 @@ def with_ids(values: Sequence[DocumentLike]) -> list[Document]:
 def _check_unique(docs: Sequence[Document], *, source: str) -> None:
     seen: set[str] = set()
     for doc in docs:
-        assert doc.id is not None  # set by every reader
+        if doc.id is None:
+            raise InvalidInputError(f"{source}: a document has no id; give every document an id")
         if doc.id in seen:
             raise InvalidInputError(
                 f"{source}: document id {doc.id!r} appears more than once; ids must be unique"

@@ -97,10 +97,14 @@ class DenseRetriever:
         if k < 1:
             raise InvalidInputError(f"k must be at least 1, got {k}")
         k = min(k, len(self.documents))
-        if self.kind == "hnsw":
-            self._index.hnsw.efSearch = max(self.ef_search, k)
         query = np.ascontiguousarray(vector, dtype=np.float32).reshape(1, -1)
-        scores, ids = self._index.search(query, k)
+        if self.kind == "hnsw":
+            # per-call parameters, so concurrent searches never share a mutated efSearch
+            faiss = require("faiss", extra="faiss")
+            params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k))
+            scores, ids = self._index.search(query, k, params=params)
+        else:
+            scores, ids = self._index.search(query, k)
         hits: list[Hit] = []
         for score, i in zip(scores[0], ids[0], strict=True):
             if i < 0:  # HNSW may return fewer than k

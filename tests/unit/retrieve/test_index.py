@@ -116,6 +116,8 @@ def test_killed_build_process_leaves_previous_index_intact(
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert list(tmp_path.glob(".idx.tmp-*")), "the kill landed mid-build: its temp dir is left behind"
     assert _results(Index.load(out, embedder=embedder)) == before
 
 
@@ -153,3 +155,30 @@ def test_documents_sequence_input(tmp_path: Path) -> None:
     index = Index.build(["alpha beta", Document(id="g", text="gamma delta")], tmp_path / "i", dense=False)
     assert [h.doc_id for h in index.search("gamma", 3)] == ["g"]
     assert index.manifest.source_format == "documents"
+
+
+class _CountingEmbedder:
+    """Delegates to the real MiniLM and records which texts it was asked to encode."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner, self.name, self.dim = inner, inner.name, inner.dim
+        self.encoded: list[str] = []
+
+    def encode(self, texts: list[str], *, show_progress: bool = False):  # type: ignore[no-untyped-def]
+        self.encoded += list(texts)
+        return self.inner.encode(texts)
+
+
+def test_rebuild_reencodes_only_changed_documents(beir_file: Path, tmp_path: Path, embedder: Embedder) -> None:
+    out = tmp_path / "idx"
+    counting = _CountingEmbedder(embedder)
+    Index.build(beir_file, out, embedder=counting)  # type: ignore[arg-type]
+    assert len(counting.encoded) == 5
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text(beir_file.read_text().replace("purred at the sleeping dog", "chased a mouse"))
+    counting.encoded.clear()
+    rebuilt = Index.build(edited, out, embedder=counting)  # type: ignore[arg-type]
+    assert counting.encoded == ["The cat sat on the mat and chased a mouse."]
+    assert rebuilt.manifest.reused_vectors == 4
+    fresh = Index.build(edited, tmp_path / "fresh", embedder=embedder)
+    assert _results(Index.load(out, embedder=embedder)) == _results(fresh)
