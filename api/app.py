@@ -135,7 +135,7 @@ def create_app(
             await anyio.to_thread.run_sync(worker.close)
             await cache.close()
 
-    guards: list[Any] = [ApiKeyGuard(settings.api_keys)]
+    guards: list[Any] = [ApiKeyGuard(settings.api_keys)] if settings.api_keys else []
     if settings.rate_limit_per_minute > 0:
         guards.append(RateLimitGuard(RateLimiter(settings.rate_limit_per_minute)))
     handlers: list[Any] = [HealthController, RerankController, *PAGE_HANDLERS]
