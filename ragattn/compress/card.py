@@ -88,6 +88,7 @@ def fit_all(
             "Training questions per source (evaluation questions excluded; see `ragattn/compress/training.py`):",
             "",
             *[f"- {k}: {v}" for k, v in sorted(counts.items())],
+            "- (MuSiQue labels paragraphs only and gives no sentence-labelled example)",
             f"- sentences: {len(table.y)}, positive: {int(table.y.sum())}",
             "",
             "| method | features | C | " + " | ".join(f"CV R-prec C={c}" for c in C_GRID) + " |",

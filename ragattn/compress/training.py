@@ -2,7 +2,7 @@
 
 Sources (all in the shared data folder; evaluation questions never reach training):
 - HotpotQA train sample (supporting-fact sentences),
-- MuSiQue train sample (answer-bearing sentences of supporting paragraphs),
+- (MuSiQue's train sample labels paragraphs, not sentences; it is read but contributes no example),
 - SciFact train rationales (evidence sentences),
 - SQuAD v2 answerable questions from the articles after the evaluation slice (answer sentence),
 - 2WikiMultihopQA questions from index ``TWOWIKI_TRAIN_FROM`` on (the first 200 are evaluation).
