@@ -145,3 +145,22 @@ def test_select_skips_misfits_and_rechecks():
     assert kept == [0, 2]  # 1 does not fit after 0; 2 still does
     over = select([0.9, 0.8], [4, 4], budget, 100, lambda ids: 11 if len(ids) == 2 else 4)
     assert over == [0]  # joined text re-counted over budget: the lowest score is dropped
+
+
+@pytest.mark.parametrize("method", ["fused", "sentinel", "lexical"])
+def test_trained_probe_methods_score_and_budget(proxy, method):
+    result = Compressor(proxy, method=method).compress(QUERY, DOCS, ratio=0.34)
+    assert_exact_substrings(result, DOCS)
+    assert result.compressed_tokens <= math.floor(0.34 * result.origin_tokens)
+    assert all(0.0 <= s <= 1.0 for d in result.documents for s in d.sentence_scores)
+    if method != "sentinel":  # with lexical features the Eiffel passage holds the best sentences
+        best = [max(d.sentence_scores) for d in result.documents]
+        assert best[1] == max(best)
+        assert all(span.doc_index == 1 for span in result.kept_spans)
+
+
+def test_missing_probe_names_the_command(proxy, tmp_path):
+    from ragattn.errors import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="ragattn probe train"):
+        Compressor(proxy, method="fused", models_dir=tmp_path)
