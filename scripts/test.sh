@@ -3,8 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh dev
-if ! command -v redis-server >/dev/null 2>&1; then
-  (apt-get update -qq && apt-get install -y -qq redis-server >/dev/null) || echo "warning: could not install redis-server"
+# Real services the tests use: Redis (cache tests) and Debian's Chromium (browser tests of the page).
+missing=""
+command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+if [ -n "$missing" ]; then
+  (apt-get update -qq && apt-get install -y -qq $missing >/dev/null) || echo "warning: could not install:$missing"
 fi
 port="${RAGATTN_TEST_REDIS_PORT:-6399}"
 if command -v redis-server >/dev/null 2>&1; then
