@@ -9,13 +9,16 @@ the budget check of the compression adapters.
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ragattn.client import AsyncClient, Client
 from ragattn.errors import InvalidInputError
 from ragattn.types import CompressionResult, Document, RerankResults
+
+logger = logging.getLogger(__name__)
 
 KEPT_SPANS_KEY = "ragattn_kept_spans"
 """Metadata key of the kept sentences: ``[{start, end, score, text}]``, character offsets into the
@@ -35,6 +38,10 @@ class Engine:
       config, opened per call (an httpx connection pool belongs to one event loop).
     - :class:`~ragattn.client.AsyncClient`: awaited as is; sync calls use one :class:`Client` with
       the same config, built on first use.
+
+    Twins are built from the config only: a custom httpx ``transport`` is not carried over.
+    Result warnings (truncations, window splits) are logged here, since framework documents have
+    no place for them.
 
     Args:
         engine: the engine.
@@ -72,26 +79,35 @@ class Engine:
         self, query: str, documents: Sequence[Document], *, top_n: int | None
     ) -> RerankResults:
         if isinstance(self.engine, AsyncClient):
-            return await self.engine.rerank(query, documents, top_n=top_n)
+            return _logged(await self.engine.rerank(query, documents, top_n=top_n))
         if isinstance(self.engine, Client):
             async with AsyncClient.from_config(self.engine.config) as client:
-                return await client.rerank(query, documents, top_n=top_n)
-        return await asyncio.to_thread(self.engine.rerank, query, documents, top_n=top_n)
+                return _logged(await client.rerank(query, documents, top_n=top_n))
+        return _logged(await asyncio.to_thread(self.engine.rerank, query, documents, top_n=top_n))
 
     def compress(
         self, query: str, documents: Sequence[Document], budget: dict[str, Any]
     ) -> CompressionResult:
-        return self._sync().compress(query, documents, **budget)  # type: ignore[no-any-return]
+        return _logged(self._sync().compress(query, documents, **budget))
 
     async def acompress(
         self, query: str, documents: Sequence[Document], budget: dict[str, Any]
     ) -> CompressionResult:
         if isinstance(self.engine, AsyncClient):
-            return await self.engine.compress(query, documents, **budget)
+            return _logged(await self.engine.compress(query, documents, **budget))
         if isinstance(self.engine, Client):
             async with AsyncClient.from_config(self.engine.config) as client:
-                return await client.compress(query, documents, **budget)
-        return await asyncio.to_thread(self.engine.compress, query, documents, **budget)
+                return _logged(await client.compress(query, documents, **budget))
+        return _logged(await asyncio.to_thread(self.engine.compress, query, documents, **budget))
+
+
+_R = TypeVar("_R", RerankResults, CompressionResult)
+
+
+def _logged(result: _R) -> _R:
+    for warning in result.warnings:
+        logger.warning("ragattn: %s", warning)
+    return result
 
 
 def one_budget(

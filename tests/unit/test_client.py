@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -338,3 +340,13 @@ def test_config_is_validated_and_masks_the_key() -> None:
     assert "secret" not in repr(ClientConfig(base_url=URL, api_key="secret"))
     twin = AsyncClient.from_config(Client(URL, api_key="secret", timeout_s=5).config)
     assert twin.config.api_key == "secret" and twin.config.timeout_s == 5
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch
+def test_core_imports_no_framework() -> None:
+    code = (
+        "import sys, ragattn, ragattn.client, ragattn.integrations\n"
+        "print(sorted(m for m in ('langchain_core', 'llama_index') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
