@@ -147,3 +147,28 @@ def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> No
         RagattnRerank(reranker=reranker, top_n=0)
     with pytest.raises(InvalidInputError, match=re.escape("needs rerank, compress or both")):
         RagattnRetriever(base_retriever=ListRetriever(documents=[]))
+
+
+def test_an_async_client_engine_serves_both_paths(
+    server_url: str, reranker: Any, corpus: Any
+) -> None:
+    from ragattn.client import AsyncClient
+
+    engine = AsyncClient(server_url, api_key="integrations-test-key", timeout_s=300)
+    adapter = RagattnRerank(reranker=engine, top_n=None)
+    inputs = lc_docs(corpus)
+
+    async def run_async() -> Any:
+        try:
+            return await adapter.acompress_documents(inputs, corpus.query)
+        finally:
+            await engine.aclose()
+
+    async_out = asyncio.run(run_async())
+    sync_out = adapter.compress_documents(inputs, corpus.query)  # through the sync twin
+    want = expected_rerank(reranker, corpus, None)
+    assert [d.id for d in sync_out] == [corpus.ids[r.index] for r in want]
+    assert [d.metadata["relevance_score"] for d in sync_out] == pytest.approx(
+        [r.relevance_score for r in want], abs=1e-9
+    )
+    assert async_out == sync_out
