@@ -33,6 +33,8 @@ from ragattn.types import (
     Document,
     DocumentLike,
     KeptSpan,
+    RerankResult,
+    RerankResults,
     as_documents,
 )
 
@@ -174,19 +176,83 @@ class Compressor:
         Raises:
             InvalidInputError: empty query, not exactly one valid budget, malformed documents.
         """
+        budget = Budget.from_args(ratio, target_tokens, threshold)
+        docs, units = self._prepare(query, documents)
+        scores, chunks = self.score_units(query, docs, units)
+        return self._build(
+            docs, list(range(len(docs))), units, scores, chunks, budget, tokenizer, keep_order,
+            self._entity_units(query, docs, units) if keep_entities else [],
+        )
+
+    def rerank_and_compress(
+        self,
+        query: str,
+        documents: Sequence[DocumentLike],
+        *,
+        top_n: int | None = None,
+        ratio: float | None = None,
+        target_tokens: int | None = None,
+        threshold: float | None = None,
+        keep_order: bool = True,
+        tokenizer: Any = None,
+    ) -> tuple[RerankResults, CompressionResult]:
+        """Rerank and compress from one scoring pass (Provence-style).
+
+        Every sentence is scored once; a document's score is its best sentence's keep score (raw and
+        ``relevance_score`` alike, in [0, 1]). The best ``top_n`` documents (default: all) are then
+        compressed under the budget, in rank order; ``CompressedDocument.index`` and
+        ``KeptSpan.doc_index`` refer to the input positions.
+        """
+        if top_n is not None and (not isinstance(top_n, int) or top_n < 1):
+            raise InvalidInputError("top_n must be a positive integer")
+        budget = Budget.from_args(ratio, target_tokens, threshold)
+        docs, units = self._prepare(query, documents)
+        if not docs:
+            raise InvalidInputError("documents must hold at least one document")
+        scores, chunks = self.score_units(query, docs, units)
+        best = np.zeros(len(docs))
+        for unit, score in zip(units, scores, strict=True):
+            best[unit.doc] = max(best[unit.doc], float(score))
+        ranked = sorted(range(len(docs)), key=lambda i: (-best[i], i))[:top_n]
+        results = RerankResults(
+            [RerankResult(index=i, relevance_score=float(best[i]), raw_score=float(best[i]), document=docs[i]) for i in ranked],
+            method=f"{self.method}:max-sentence",
+        )
+        position = {d: n for n, d in enumerate(ranked)}
+        keep = [k for k, u in enumerate(units) if u.doc in position]
+        sub_units = [Unit(position[units[k].doc], units[k].start, units[k].end) for k in keep]
+        compression = self._build(
+            [docs[i] for i in ranked], ranked, sub_units, scores[keep], chunks, budget, tokenizer, keep_order, []
+        )
+        return results, compression
+
+    def _prepare(self, query: str, documents: str | Sequence[DocumentLike]) -> tuple[list[Document], list[Unit]]:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
-        budget = Budget.from_args(ratio, target_tokens, threshold)
         docs = [Document(text=documents)] if isinstance(documents, str) else as_documents(documents)
-        tok, tok_name = _resolve_tokenizer(tokenizer, self.proxy)
         units = [Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)]
-        origin_text = DOC_JOINER.join(doc.text for doc in docs)
-        origin_tokens = _count(tok, origin_text)
+        return docs, units
+
+    def _build(
+        self,
+        docs: Sequence[Document],
+        indices: Sequence[int],
+        units: Sequence[Unit],
+        scores: np.ndarray,
+        chunks: int,
+        budget: Budget,
+        tokenizer: Any,
+        keep_order: bool,
+        forced: Sequence[int],
+    ) -> CompressionResult:
+        """Select units under ``budget`` and assemble the result; ``indices`` are input positions."""
+        tok, tok_name = _resolve_tokenizer(tokenizer, self.proxy)
+        origin_tokens = _count(tok, DOC_JOINER.join(doc.text for doc in docs))
         warnings: list[str] = []
         if not units:
             empty = tuple(
-                CompressedDocument(index=d, text="", kept_spans=(), sentence_scores=(), sentence_spans=(), document=doc)
-                for d, doc in enumerate(docs)
+                CompressedDocument(index=i, text="", kept_spans=(), sentence_scores=(), sentence_spans=(), document=doc)
+                for i, doc in zip(indices, docs, strict=True)
             )
             return CompressionResult(
                 compressed_text="",
@@ -198,13 +264,11 @@ class Compressor:
                 method=self.method,
                 warnings=("the context holds no text; nothing to compress",),
             )
-        scores, chunks = self.score_units(query, docs, units)
         if chunks > 1:
             warnings.append(
                 f"the context was read in {chunks} chunks of at most {self.max_chunk_tokens} proxy tokens"
             )
         costs = [_count(tok, docs[u.doc].text[u.start : u.end]) for u in units]
-        forced = self._entity_units(query, docs, units) if keep_entities else []
         kept = select(
             list(scores),
             costs,
@@ -223,16 +287,16 @@ class Compressor:
             reason = "forced entity sentences" if forced else "the best sentence alone is longer than the budget"
             warnings.append(f"kept {compressed_tokens} tokens, over the budget of {limit}: {reason}")
         per_doc = []
-        for d, doc in enumerate(docs):
+        for d, (index, doc) in enumerate(zip(indices, docs, strict=True)):
             members = [i for i in range(len(units)) if units[i].doc == d]
             doc_kept = [i for i in sorted(kept) if units[i].doc == d]
             per_doc.append(
                 CompressedDocument(
-                    index=d,
+                    index=index,
                     text=_doc_text(doc.text, [units[i] for i in members], [units[i] for i in doc_kept]),
                     kept_spans=tuple(
                         KeptSpan(
-                            doc_index=d,
+                            doc_index=index,
                             start=units[i].start,
                             end=units[i].end,
                             score=float(scores[i]),

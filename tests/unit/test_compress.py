@@ -164,3 +164,15 @@ def test_missing_probe_names_the_command(proxy, tmp_path):
 
     with pytest.raises(ModelLoadError, match="ragattn probe train"):
         Compressor(proxy, method="fused", models_dir=tmp_path)
+
+
+def test_rerank_and_compress_from_one_pass(compressor):
+    ranked, out = compressor.rerank_and_compress(QUERY, DOCS, top_n=2, ratio=0.5)
+    assert len(ranked) == 2 and ranked[0].index == 1  # the Eiffel passage holds the focal sentence
+    assert [d.index for d in out.documents] == [r.index for r in ranked]
+    for cdoc in out.documents:
+        assert all(span.doc_index == cdoc.index for span in cdoc.kept_spans)
+        assert max(cdoc.sentence_scores) == pytest.approx(next(r.raw_score for r in ranked if r.index == cdoc.index))
+    assert out.compressed_tokens <= math.floor(0.5 * out.origin_tokens)
+    with pytest.raises(InvalidInputError, match="documents must hold at least one document"):
+        compressor.rerank_and_compress(QUERY, [], ratio=0.5)
