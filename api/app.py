@@ -22,7 +22,7 @@ from api.auth import ApiKeyGuard, RateLimiter, RateLimitGuard
 from api.deps import DEPENDENCIES
 from api.errors import EXCEPTION_HANDLERS
 from api.metrics import Metrics
-from api.routes.compress import CompressController
+from api.routes.compress import CompressController, RerankCompressController
 from api.routes.health import HealthController
 from api.routes.page import PAGE_HANDLERS
 from api.routes.rerank import RerankController
@@ -95,6 +95,8 @@ def create_app(
     metrics = Metrics()
     compressor_cls = _compressor_class()
     serve_compress = compressor is not None or compressor_cls is not None
+    one_pass_owner = compressor if compressor is not None else compressor_cls
+    serve_one_pass = one_pass_owner is not None and hasattr(one_pass_owner, "rerank_and_compress")
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
@@ -141,6 +143,8 @@ def create_app(
     handlers: list[Any] = [HealthController, RerankController, *PAGE_HANDLERS]
     if serve_compress:
         handlers.append(CompressController)
+    if serve_one_pass:
+        handlers.append(RerankCompressController)
     app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],

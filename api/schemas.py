@@ -244,24 +244,10 @@ class CompressResponse(Struct):
     def from_result(
         cls, result: CompressionResult, *, id: str, model: str, warnings: list[str]
     ) -> CompressResponse:
-        docs = [
-            CompressedDocumentOut(
-                index=d.index,
-                text=d.text,
-                kept_spans=[
-                    KeptSpanOut(
-                        start=s.start, end=s.end, score=_finite(s.score, "score"), text=s.text
-                    )
-                    for s in d.kept_spans
-                ],
-                sentence_scores=[_finite(x, "sentence_score") for x in d.sentence_scores],
-            )
-            for d in result.documents
-        ]
         return cls(
             id=id,
             compressed_text=result.compressed_text,
-            documents=docs,
+            documents=compressed_documents(result),
             origin_tokens=result.origin_tokens,
             compressed_tokens=result.compressed_tokens,
             ratio=_finite(result.ratio, "ratio"),
@@ -269,6 +255,96 @@ class CompressResponse(Struct):
             method=result.method,
             model=model,
             warnings=[*warnings, *result.warnings],
+        )
+
+
+def compressed_documents(result: CompressionResult) -> list[CompressedDocumentOut]:
+    return [
+        CompressedDocumentOut(
+            index=d.index,
+            text=d.text,
+            kept_spans=[
+                KeptSpanOut(start=s.start, end=s.end, score=_finite(s.score, "score"), text=s.text)
+                for s in d.kept_spans
+            ],
+            sentence_scores=[_finite(x, "sentence_score") for x in d.sentence_scores],
+        )
+        for d in result.documents
+    ]
+
+
+class RerankCompressRequest(CompressRequest, kw_only=True):
+    """One scoring pass for both: rank the documents, then compress the best ``top_n`` of them."""
+
+    top_n: PositiveInt | None = None
+    top_k: PositiveInt | None = None
+    return_documents: bool = False
+
+    def resolved_top_n(self) -> int | None:
+        if self.top_n is not None and self.top_k is not None and self.top_n != self.top_k:
+            raise InvalidInputError("top_n and top_k disagree; send one of them")
+        return self.top_n if self.top_n is not None else self.top_k
+
+
+class CompressionOut(Struct):
+    """The compression part of ``/v1/rerank_compress``: documents in rank order, input indices."""
+
+    compressed_text: str
+    documents: list[CompressedDocumentOut]
+    origin_tokens: int
+    compressed_tokens: int
+    ratio: float
+    tokenizer: str
+    method: str
+    warnings: list[str]
+
+
+class RerankCompressResponse(Struct):
+    """Cohere-style ``results`` for the ranking plus the compressed context of the kept ones."""
+
+    id: str
+    results: list[RerankResultOut]
+    compression: CompressionOut
+    meta: RerankMeta
+    model: str
+
+    @classmethod
+    def from_result(
+        cls,
+        ranked: RerankResults,
+        compressed: CompressionResult,
+        *,
+        id: str,
+        model: str,
+        input_tokens: int,
+        return_documents: bool,
+        warnings: list[str],
+    ) -> RerankCompressResponse:
+        rerank = RerankResponse.from_result(
+            ranked,
+            id=id,
+            api_version="1",
+            model=model,
+            input_tokens=input_tokens,
+            return_documents=return_documents,
+            raw_scores=False,
+            warnings=warnings,
+        )
+        return cls(
+            id=id,
+            results=rerank.results,
+            compression=CompressionOut(
+                compressed_text=compressed.compressed_text,
+                documents=compressed_documents(compressed),
+                origin_tokens=compressed.origin_tokens,
+                compressed_tokens=compressed.compressed_tokens,
+                ratio=_finite(compressed.ratio, "ratio"),
+                tokenizer=compressed.tokenizer,
+                method=compressed.method,
+                warnings=list(compressed.warnings),
+            ),
+            meta=rerank.meta,
+            model=model,
         )
 
 
@@ -301,6 +377,8 @@ __all__ = [
     "ErrorResponse",
     "HealthResponse",
     "ReadyResponse",
+    "RerankCompressRequest",
+    "RerankCompressResponse",
     "RerankRequest",
     "RerankResponse",
 ]

@@ -17,7 +17,14 @@ from typing import Any, TypeVar
 import msgspec
 
 import ragattn
-from api.schemas import CompressRequest, CompressResponse, RerankRequest, RerankResponse
+from api.schemas import (
+    CompressRequest,
+    CompressResponse,
+    RerankCompressRequest,
+    RerankCompressResponse,
+    RerankRequest,
+    RerankResponse,
+)
 from api.worker import ModelWorker
 from ragattn.cache import Cache, cache_key
 from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError, TokenizerError
@@ -171,6 +178,51 @@ class Service:
             )
 
         body, hit = await self._cached(key, "compress", compute, CompressResponse)
+        return msgspec.structs.replace(body, id=new_id()), hit
+
+    async def rerank_compress(
+        self, req: RerankCompressRequest
+    ) -> tuple[RerankCompressResponse, bool]:
+        """Rank and compress from one scoring pass (the compressor's ``rerank_and_compress``)."""
+        documents = req.resolved_documents()
+        self._check_count(documents)
+        budget = req.resolved_budget()
+        top_n = req.resolved_top_n()
+        if top_n is not None:
+            top_n = min(top_n, len(documents))
+        method = req.method or self.settings.compress_method
+        params = {
+            "method": method,
+            "keep_order": req.keep_order,
+            "top_n": top_n,
+            "return_documents": req.return_documents,
+            **budget,
+        }
+        key = cache_key(
+            model=self.fingerprint,
+            route="rerank_compress:v1",
+            params=params,
+            query=req.query,
+            documents=documents,
+        )
+
+        def compute() -> RerankCompressResponse:
+            docs, warnings, tokens = self._prepare(req.query, documents, None)
+            compressor = self._compressor(method)
+            ranked, compressed = compressor.rerank_and_compress(
+                req.query, docs, top_n=top_n, keep_order=req.keep_order, **budget
+            )
+            return RerankCompressResponse.from_result(
+                ranked,
+                compressed,
+                id="",
+                model=self.model_name,
+                input_tokens=tokens,
+                return_documents=req.return_documents,
+                warnings=warnings,
+            )
+
+        body, hit = await self._cached(key, "rerank_compress", compute, RerankCompressResponse)
         return msgspec.structs.replace(body, id=new_id()), hit
 
     def _compressor(self, method: str | None) -> Any:

@@ -106,3 +106,39 @@ async def test_bad_compress_requests(
     assert resp.status_code == status, resp.text
     assert resp.json()["error_type"] == error_type
     assert fragment in resp.json()["message"]
+
+
+async def test_rerank_compress_matches_the_library(
+    client: AsyncTestClient[Litestar], compressor: Any
+) -> None:
+    if not hasattr(compressor, "rerank_and_compress"):
+        pytest.fail("Compressor.rerank_and_compress is missing: /v1/rerank_compress has no engine")
+    payload = {
+        "query": QUERY,
+        "documents": DOCS,
+        "top_n": 1,
+        "ratio": 0.5,
+        "return_documents": True,
+    }
+    resp = await client.post("/v1/rerank_compress", json=payload)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    ranked, compressed = compressor.rerank_and_compress(QUERY, DOCS, top_n=1, ratio=0.5)
+    assert [r["index"] for r in body["results"]] == [r.index for r in ranked]
+    for got, want in zip(body["results"], ranked, strict=True):
+        assert got["relevance_score"] == pytest.approx(want.relevance_score, abs=1e-6)
+        assert got["document"] == {"text": DOCS[want.index]}
+    assert body["compression"]["compressed_text"] == compressed.compressed_text
+    assert [d["index"] for d in body["compression"]["documents"]] == [r.index for r in ranked]
+    assert body["meta"]["warnings"] == []
+    again = await client.post("/v1/rerank_compress", json=payload)
+    assert again.headers["x-ragattn-cache"] == "hit"
+    assert {k: v for k, v in again.json().items() if k != "id"} == {
+        k: v for k, v in body.items() if k != "id"
+    }
+
+
+async def test_rerank_compress_needs_one_budget(client: AsyncTestClient[Litestar]) -> None:
+    resp = await client.post("/v1/rerank_compress", json={"query": QUERY, "documents": DOCS})
+    assert resp.status_code == 400
+    assert resp.json()["error_type"] == "invalid_request"
