@@ -45,7 +45,9 @@ def make_passages(data: Path, total: int, sentences: int) -> tuple[list[Document
             sents = rec["sentences"]
             for j in range(0, len(sents), sentences):
                 text = " ".join(s.strip() for s in sents[j : j + sentences])
-                doc = Document(id=f"{rec['_id']}-p{j // sentences}", title=rec["title"] or None, text=text)
+                doc = Document(
+                    id=f"{rec['_id']}-p{j // sentences}", title=rec["title"] or None, text=text
+                )
                 unique.append((doc, rec["_id"]))
     docs, sources = [], []
     for n in range(total):
@@ -105,9 +107,13 @@ def vectors_for(
         raise SystemExit(f"{args.scifact_index} is inconsistent; rebuild it with retrieval_eval.py")
     row = {doc_id: i for i, doc_id in enumerate(ids)}
     rng = np.random.default_rng(0)
-    vecs = base[[row[s] for s in sources]] + rng.normal(0, args.noise, (len(docs), base.shape[1])).astype(np.float32)
+    vecs = base[[row[s] for s in sources]] + rng.normal(
+        0, args.noise, (len(docs), base.shape[1])
+    ).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    return vecs.astype(np.float32), f"source-abstract MiniLM vector + N(0, {args.noise}^2) noise, renormalised"
+    return vecs.astype(
+        np.float32
+    ), f"source-abstract MiniLM vector + N(0, {args.noise}^2) noise, renormalised"
 
 
 def bench_corpus(
@@ -123,10 +129,22 @@ def bench_corpus(
         retrievers[backend] = retriever
         qs = queries if backend == "bm25s" else queries[: args.slow_queries]
         lat = latencies(lambda q, r=retriever: r.search(q, 100), qs)  # type: ignore[misc]
-        rows.append({"corpus": name, "docs": len(docs), "system": f"BM25 {backend}", "build_s": build_s, **lat})
+        rows.append(
+            {
+                "corpus": name,
+                "docs": len(docs),
+                "system": f"BM25 {backend}",
+                "build_s": build_s,
+                **lat,
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
     overlap = statistics.fmean(
-        len({h.doc_id for h in retrievers["bm25s"].search(q, 10)} & {h.doc_id for h in retrievers["rank_bm25"].search(q, 10)}) / 10
+        len(
+            {h.doc_id for h in retrievers["bm25s"].search(q, 10)}
+            & {h.doc_id for h in retrievers["rank_bm25"].search(q, 10)}
+        )
+        / 10
         for q in queries[: args.slow_queries]
     )
     rows[-1]["top10_overlap_with_bm25s"] = overlap
@@ -135,18 +153,24 @@ def bench_corpus(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR SciFact folder")
     parser.add_argument("--passages", type=int, default=100_000, help="size of the large corpus")
     parser.add_argument("--sentences", type=int, default=3, help="sentences per passage")
     parser.add_argument("--queries", type=int, default=200, help="SciFact claims used as queries")
     parser.add_argument("--slow-queries", type=int, default=30, help="queries for rank_bm25 (slow)")
     parser.add_argument("--scifact-index", type=Path, default=Path("/tmp/ragattn_scifact_idx"))
-    parser.add_argument("--embed", action="store_true", help="embed the unique 100k passages for real")
+    parser.add_argument(
+        "--embed", action="store_true", help="embed the unique 100k passages for real"
+    )
     parser.add_argument("--noise", type=float, default=0.02, help="per-dimension noise sigma")
     parser.add_argument("--no-dense", action="store_true", help="skip the dense/hybrid rows")
     parser.add_argument(
-        "--query-threads", type=int, default=1,
+        "--query-threads",
+        type=int,
+        default=1,
         help="torch/faiss threads while timing dense and hybrid queries (serving setting)",
     )
     parser.add_argument("--json-out", type=Path, default=None)
@@ -170,26 +194,49 @@ def main() -> None:
 
         torch.set_num_threads(args.query_threads)
         faiss.omp_set_num_threads(args.query_threads)
-        rows.append({"corpus": rows[-1]["corpus"], "docs": len(big), "system": f"dense ({dense.kind})",
-                     "build_s": build_s, **latencies(lambda q: dense.search(q, 100), queries)})
+        rows.append(
+            {
+                "corpus": rows[-1]["corpus"],
+                "docs": len(big),
+                "system": f"dense ({dense.kind})",
+                "build_s": build_s,
+                **latencies(lambda q: dense.search(q, 100), queries),
+            }
+        )
         for backend in ("bm25s", "rank_bm25"):
             hybrid = HybridRetriever({"bm25": bm25[backend], "dense": dense}, depth=100)
             qs = queries if backend == "bm25s" else queries[: args.slow_queries]
-            rows.append({"corpus": rows[-1]["corpus"], "docs": len(big), "system": f"hybrid RRF (BM25 {backend} + dense)",
-                         "build_s": float("nan"), **latencies(lambda q, h=hybrid: h.search(q, 10), qs)})
+            rows.append(
+                {
+                    "corpus": rows[-1]["corpus"],
+                    "docs": len(big),
+                    "system": f"hybrid RRF (BM25 {backend} + dense)",
+                    "build_s": float("nan"),
+                    **latencies(lambda q, h=hybrid: h.search(q, 10), qs),
+                }
+            )
     print(
         "\n| corpus | docs | system | build s | p50 ms/query | p95 ms | p50 CPU ms | queries |"
         "\n|---|---|---|---|---|---|---|---|"
     )
     for r in rows:
-        print(f"| {r['corpus']} | {r['docs']:,} | {r['system']} | {r['build_s']:.2f} | {r['p50_ms']:.1f} | "
-              f"{r['p95_ms']:.1f} | {r['p50_cpu_ms']:.1f} | {r['queries']} |")
+        print(
+            f"| {r['corpus']} | {r['docs']:,} | {r['system']} | {r['build_s']:.2f} | "
+            f"{r['p50_ms']:.1f} | "
+            f"{r['p95_ms']:.1f} | {r['p50_cpu_ms']:.1f} | {r['queries']} |"
+        )
     print(f"dense/hybrid queries timed with {args.query_threads} torch/faiss thread(s)")
     for r in rows:
         if "top10_overlap_with_bm25s" in r:
-            print(f"{r['corpus']}: rank_bm25 top-10 overlap with bm25s = {r['top10_overlap_with_bm25s']:.3f}")
+            print(
+                f"{r['corpus']}: rank_bm25 top-10 overlap with bm25s = "
+                f"{r['top10_overlap_with_bm25s']:.3f}"
+            )
         if "tokenize_s" in r:
-            print(f"{r['corpus']}: shared tokenisation alone {r['tokenize_s']:.2f} s (inside both build times)")
+            print(
+                f"{r['corpus']}: shared tokenisation alone {r['tokenize_s']:.2f} s "
+                "(inside both build times)"
+            )
     if note:
         print(f"100k dense vectors: {note}")
     if args.json_out:

@@ -52,7 +52,9 @@ def as_run(results: Mapping[str, list[Hit]]) -> dict[str, dict[str, float]]:
     return {qid: {h.doc_id: 1.0 / h.rank for h in hits} for qid, hits in results.items()}
 
 
-def evaluate(qrels: dict[str, dict[str, int]], results: Mapping[str, list[Hit]]) -> dict[str, float]:
+def evaluate(
+    qrels: dict[str, dict[str, int]], results: Mapping[str, list[Hit]]
+) -> dict[str, float]:
     import ir_measures
     from ir_measures import R, nDCG
 
@@ -60,7 +62,9 @@ def evaluate(qrels: dict[str, dict[str, int]], results: Mapping[str, list[Hit]])
     return {"ndcg@10": agg[nDCG @ 10], "recall@100": agg[R @ 100]}
 
 
-def retrieve_all(index: Index, queries: Mapping[str, str], depth: int) -> dict[str, dict[str, list[Hit]]]:
+def retrieve_all(
+    index: Index, queries: Mapping[str, str], depth: int
+) -> dict[str, dict[str, list[Hit]]]:
     """Top-``depth`` BM25 and dense hits per query (hybrid is fused from these offline)."""
     out: dict[str, dict[str, list[Hit]]] = {"bm25": {}, "dense": {}}
     for qid, text in queries.items():
@@ -69,18 +73,26 @@ def retrieve_all(index: Index, queries: Mapping[str, str], depth: int) -> dict[s
     return out
 
 
-def fuse(runs: dict[str, dict[str, list[Hit]]], weights: tuple[float, float], k_rrf: float, k: int) -> dict[str, list[Hit]]:
+def fuse(
+    runs: dict[str, dict[str, list[Hit]]], weights: tuple[float, float], k_rrf: float, k: int
+) -> dict[str, list[Hit]]:
     w = {"bm25": weights[0], "dense": weights[1]}
     return {
-        qid: rrf_fuse({"bm25": runs["bm25"][qid], "dense": runs["dense"][qid]}, weights=w, k_rrf=k_rrf)[:k]
+        qid: rrf_fuse(
+            {"bm25": runs["bm25"][qid], "dense": runs["dense"][qid]}, weights=w, k_rrf=k_rrf
+        )[:k]
         for qid in runs["bm25"]
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="BEIR SciFact folder")
-    parser.add_argument("--index", type=Path, default=None, help="reuse (or build into) this index dir")
+    parser.add_argument(
+        "--index", type=Path, default=None, help="reuse (or build into) this index dir"
+    )
     parser.add_argument("--rebuild", action="store_true", help="build even if --index exists")
     parser.add_argument("--bm25-backend", default="bm25s", choices=["bm25s", "rank_bm25"])
     parser.add_argument("--k-rrf", type=float, default=60.0)
@@ -92,21 +104,35 @@ def main() -> None:
     index_dir = args.index or Path("/tmp/ragattn_scifact_idx")
     if args.rebuild or not (index_dir / "manifest.json").exists():
         start = time.perf_counter()
-        index = Index.build(args.data / "corpus.jsonl", index_dir, bm25_backend=args.bm25_backend, show_progress=True)
-        print(f"built {index_dir} in {time.perf_counter() - start:.1f} s: {index.manifest.build_seconds}")
+        index = Index.build(
+            args.data / "corpus.jsonl",
+            index_dir,
+            bm25_backend=args.bm25_backend,
+            show_progress=True,
+        )
+        print(
+            f"built {index_dir} in {time.perf_counter() - start:.1f} s: "
+            f"{index.manifest.build_seconds}"
+        )
     else:
         index = Index.load(index_dir)
     if index.manifest.bm25["backend"] != args.bm25_backend:
-        parser.error(f"index uses {index.manifest.bm25['backend']}; pass --rebuild to change backend")
+        parser.error(
+            f"index uses {index.manifest.bm25['backend']}; pass --rebuild to change backend"
+        )
 
     report: dict[str, object] = {"index": index.manifest.to_dict()}
     weights = (1.0, 1.0)
     if not args.no_sweep:
         train_qrels = read_qrels(args.data / "qrels" / "train.tsv")
-        train_runs = retrieve_all(index, read_queries(args.data / "queries.jsonl", set(train_qrels)), args.depth)
+        train_runs = retrieve_all(
+            index, read_queries(args.data / "queries.jsonl", set(train_qrels)), args.depth
+        )
         sweep = {w: evaluate(train_qrels, fuse(train_runs, w, args.k_rrf, 100)) for w in SWEEP}
         weights = max(sweep, key=lambda w: sweep[w]["ndcg@10"])
-        print(f"\nhybrid weight sweep on train ({len(train_qrels)} queries), k_rrf={args.k_rrf:g}\n")
+        print(
+            f"\nhybrid weight sweep on train ({len(train_qrels)} queries), k_rrf={args.k_rrf:g}\n"
+        )
         print("| w_bm25 | w_dense | nDCG@10 | R@100 |\n|---|---|---|---|")
         for w, m in sweep.items():
             print(f"| {w[0]:g} | {w[1]:g} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} |")
@@ -126,8 +152,11 @@ def main() -> None:
         rows[f"hybrid RRF {weights[0]:g}:{weights[1]:g} (train-chosen)"] = evaluate(
             qrels, fuse(runs, weights, args.k_rrf, 100)
         )
-    print(f"\nSciFact test: {len(queries)} queries, {len(qrels)} in qrels, {index.manifest.documents} docs; "
-          f"BM25+dense retrieval {1000 * seconds / len(queries):.1f} ms/query\n")
+    print(
+        f"\nSciFact test: {len(queries)} queries, {len(qrels)} in qrels, "
+        f"{index.manifest.documents} docs; "
+        f"BM25+dense retrieval {1000 * seconds / len(queries):.1f} ms/query\n"
+    )
     print("| system | nDCG@10 | R@100 |\n|---|---|---|")
     for name, m in rows.items():
         print(f"| {name} | {m['ndcg@10']:.4f} | {m['recall@100']:.4f} |")

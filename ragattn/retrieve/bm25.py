@@ -163,7 +163,9 @@ class BM25Retriever:
         texts = (indexable_text(d) for d in self.documents)
         tokens = [
             self.analyzer.tokenize(t)
-            for t in tqdm(texts, total=len(self.documents), desc="bm25 tokenize", disable=not show_progress)
+            for t in tqdm(
+                texts, total=len(self.documents), desc="bm25 tokenize", disable=not show_progress
+            )
         ]
         if self.backend == "rank_bm25":
             rank_bm25 = require("rank_bm25", extra="retrieve")
@@ -207,7 +209,12 @@ class BM25Retriever:
 
     def config(self) -> dict[str, Any]:
         """Parameters needed to rebuild or reload this retriever (written to index manifests)."""
-        return {"backend": self.backend, "k1": self.k1, "b": self.b, "analyzer": self.analyzer.to_dict()}
+        return {
+            "backend": self.backend,
+            "k1": self.k1,
+            "b": self.b,
+            "analyzer": self.analyzer.to_dict(),
+        }
 
     def save(self, directory: Path) -> None:
         """Persist the bm25s sparse index under ``directory`` (rank_bm25 is rebuilt on load)."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -24,17 +25,27 @@ def _fail(exc: Exception) -> typer.Exit:
 
 @index_app.command("build")
 def build(
-    corpus: Path = typer.Option(
-        ..., "--corpus", help="BEIR corpus.jsonl, JSONL with id/text per line, or a folder of .txt/.md"
-    ),
-    out: Path = typer.Option(..., "--out", help="index directory (replaced atomically if it exists)"),
-    bm25_backend: str = typer.Option("bm25s", help="bm25s (fast, default) or rank_bm25"),
-    chunk_words: str = typer.Option(
-        "auto", help="chunk size in words; 'auto' = 200 for folders, whole JSONL records; 0 = none"
-    ),
-    chunk_overlap: int = typer.Option(40, help="words shared by consecutive chunks"),
-    dense: bool = typer.Option(True, "--dense/--no-dense", help="also build the MiniLM FAISS index"),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress bars"),
+    corpus: Annotated[
+        Path,
+        typer.Option(
+            help="BEIR corpus.jsonl, JSONL with id/text per line, or a folder of .txt/.md"
+        ),
+    ],
+    out: Annotated[Path, typer.Option(help="index directory (replaced atomically if it exists)")],
+    bm25_backend: Annotated[str, typer.Option(help="bm25s (fast, default) or rank_bm25")] = "bm25s",
+    chunk_words: Annotated[
+        str,
+        typer.Option(
+            help="chunk size in words; 'auto' = 200 for folders, whole JSONL records; 0 = none"
+        ),
+    ] = "auto",
+    chunk_overlap: Annotated[int, typer.Option(help="words shared by consecutive chunks")] = 40,
+    dense: Annotated[
+        bool, typer.Option("--dense/--no-dense", help="also build the MiniLM FAISS index")
+    ] = True,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="show progress bars")
+    ] = True,
 ) -> None:
     """Read a corpus, chunk it, and write a BM25 + dense index with a manifest."""
     from ragattn.errors import RagattnError
@@ -46,7 +57,9 @@ def build(
     elif chunk_words.isdigit():
         words = int(chunk_words) or None
     else:
-        raise _fail(ValueError(f"--chunk-words must be 'auto' or a whole number, got {chunk_words!r}"))
+        raise _fail(
+            ValueError(f"--chunk-words must be 'auto' or a whole number, got {chunk_words!r}")
+        )
     try:
         index = Index.build(
             corpus,
@@ -74,11 +87,11 @@ def build(
 
 @index_app.command("search")
 def search(
-    index_dir: Path = typer.Argument(..., help="an index directory written by 'index build'"),
-    query: str = typer.Argument(..., help="the query text"),
-    k: int = typer.Option(10, "-k", "--top-k", help="number of hits"),
-    mode: str = typer.Option("hybrid", help="hybrid, bm25 or dense"),
-    as_json: bool = typer.Option(False, "--json", help="print hits as JSON lines"),
+    index_dir: Annotated[Path, typer.Argument(help="an index directory written by 'index build'")],
+    query: Annotated[str, typer.Argument(help="the query text")],
+    k: Annotated[int, typer.Option("-k", "--top-k", help="number of hits")] = 10,
+    mode: Annotated[str, typer.Option(help="hybrid, bm25 or dense")] = "hybrid",
+    as_json: Annotated[bool, typer.Option("--json", help="print hits as JSON lines")] = False,
 ) -> None:
     """Search an index and print the top hits."""
     from ragattn.errors import RagattnError

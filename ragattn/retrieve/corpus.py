@@ -132,7 +132,8 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except PermissionError as exc:
         raise InvalidInputError(
-            f"cannot read {path}: permission denied; fix its permissions or remove it from the corpus"
+            f"cannot read {path}: permission denied; fix its permissions or remove it from the "
+            "corpus"
         ) from exc
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
@@ -221,7 +222,9 @@ def read_folder(path: Path) -> Corpus:
             logger.warning("skipping empty corpus file %s", file)
             continue
         docs.append(Document(text=text, id=rel, metadata={"path": rel}))
-    corpus = Corpus(documents=tuple(docs), source=str(path), format="folder", skipped=tuple(skipped))
+    corpus = Corpus(
+        documents=tuple(docs), source=str(path), format="folder", skipped=tuple(skipped)
+    )
     return _non_empty(corpus)
 
 
@@ -308,7 +311,9 @@ def chunk_documents(
         for n, (start, end) in enumerate(spans):
             meta = {**doc.metadata, "source_id": doc.id, "chunk": n, "start": start, "end": end}
             out.append(
-                Document(text=doc.text[start:end], id=f"{doc.id}#{n}", title=doc.title, metadata=meta)
+                Document(
+                    text=doc.text[start:end], id=f"{doc.id}#{n}", title=doc.title, metadata=meta
+                )
             )
     return out
 

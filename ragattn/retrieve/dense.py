@@ -71,7 +71,11 @@ class DenseRetriever:
             )
         self.ef_search = ef_search
         self.kind: IndexKind = "flat" if len(self.documents) <= exact_max else "hnsw"
-        self._params = {"exact_max": exact_max, "hnsw_m": hnsw_m, "ef_construction": ef_construction}
+        self._params = {
+            "exact_max": exact_max,
+            "hnsw_m": hnsw_m,
+            "ef_construction": ef_construction,
+        }
         self._index = self._make_index(vectors, hnsw_m, ef_construction)
 
     def _make_index(self, vectors: np.ndarray, hnsw_m: int, ef_construction: int) -> Any:
@@ -158,7 +162,8 @@ class DenseRetriever:
         if self._index.ntotal != len(self.documents) or self._index.d != self.embedder.dim:
             raise InvalidInputError(
                 f"dense index {path} holds {self._index.ntotal} vectors of dimension "
-                f"{self._index.d}, expected {len(self.documents)} of {self.embedder.dim}; rebuild it"
+                f"{self._index.d}, expected {len(self.documents)} of {self.embedder.dim}; "
+                "rebuild it"
             )
         self.kind = config["index"]
         self.ef_search = config["ef_search"]

@@ -200,7 +200,9 @@ class Index:
             bm25 = BM25Retriever(docs, backend=bm25_backend, show_progress=show_progress)
             clock.lap("bm25")
             vectors, reused = (
-                _dense_reusing(out, docs, embedder, exact_max=exact_max, show_progress=show_progress)
+                _dense_reusing(
+                    out, docs, embedder, exact_max=exact_max, show_progress=show_progress
+                )
                 if dense
                 else (None, 0)
             )
@@ -348,7 +350,12 @@ def _check_target(out: Path) -> None:
 def _write(index: Index, directory: Path) -> None:
     with (directory / DOCUMENTS).open("w", encoding="utf-8") as fh:
         for doc in index.documents:
-            record = {"id": doc.id, "title": doc.title, "text": doc.text, "metadata": dict(doc.metadata)}
+            record = {
+                "id": doc.id,
+                "title": doc.title,
+                "text": doc.text,
+                "metadata": dict(doc.metadata),
+            }
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         fh.flush()
         os.fsync(fh.fileno())

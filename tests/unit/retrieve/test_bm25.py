@@ -12,8 +12,17 @@ from ragattn.types import Document
 
 
 def test_analyzer_lowercases_drops_stopwords_and_short_tokens_and_stems() -> None:
-    assert Analyzer().tokenize("The Runners were running to a Bakery!") == ["runner", "were", "run", "bakeri"]
-    assert Analyzer(stemmer=None, stopwords=None).tokenize("The cats, a dog") == ["the", "cats", "dog"]
+    assert Analyzer().tokenize("The Runners were running to a Bakery!") == [
+        "runner",
+        "were",
+        "run",
+        "bakeri",
+    ]
+    assert Analyzer(stemmer=None, stopwords=None).tokenize("The cats, a dog") == [
+        "the",
+        "cats",
+        "dog",
+    ]
 
 
 def test_unknown_stemmer_is_invalid_input() -> None:
@@ -36,7 +45,9 @@ def test_exact_ranking_on_hand_built_corpus(docs: list[Document], backend: str) 
 
 
 def test_bm25s_score_matches_lucene_formula() -> None:
-    docs = [Document(id=str(i), text=t) for i, t in enumerate(["apple apple pear", "pear plum", "plum"])]
+    docs = [
+        Document(id=str(i), text=t) for i, t in enumerate(["apple apple pear", "pear plum", "plum"])
+    ]
     bm25 = BM25Retriever(docs, analyzer=Analyzer(stemmer=None), k1=1.2, b=0.75)
     hit = bm25.search("apple", k=1)[0]
     n, df, tf, dl, avgdl = 3, 1, 2, 3, 2.0
@@ -60,7 +71,10 @@ def test_top_k_ties_go_to_lower_index_and_zeros_are_dropped() -> None:
 
 
 def test_errors(docs: list[Document]) -> None:
-    with pytest.raises(InvalidInputError, match=re.escape("unknown BM25 backend 'lucene'; choose one of ('bm25s', 'rank_bm25')")):
+    with pytest.raises(
+        InvalidInputError,
+        match=re.escape("unknown BM25 backend 'lucene'; choose one of ('bm25s', 'rank_bm25')"),
+    ):
         BM25Retriever(docs, backend="lucene")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError, match="over no documents"):
         BM25Retriever([])

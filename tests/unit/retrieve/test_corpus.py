@@ -25,7 +25,10 @@ def test_read_plain_jsonl(tmp_path: Path) -> None:
     path.write_text('{"id": 7, "text": "seven"}\n\n{"id": "b", "text": "bee", "title": "B"}\n')
     corpus = read_corpus(path)
     assert corpus.format == "jsonl"
-    assert [(d.id, d.title, d.text) for d in corpus.documents] == [("7", None, "seven"), ("b", "B", "bee")]
+    assert [(d.id, d.title, d.text) for d in corpus.documents] == [
+        ("7", None, "seven"),
+        ("b", "B", "bee"),
+    ]
 
 
 def test_read_folder_sorted_relative_ids_skips_hidden_and_empty(tmp_path: Path) -> None:
@@ -44,7 +47,9 @@ def test_read_folder_sorted_relative_ids_skips_hidden_and_empty(tmp_path: Path) 
 def test_empty_jsonl_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "corpus.jsonl"
     path.write_text("\n")
-    with pytest.raises(InvalidInputError, match=re.escape(f"corpus {path} has no documents; point --corpus at")):
+    with pytest.raises(
+        InvalidInputError, match=re.escape(f"corpus {path} has no documents; point --corpus at")
+    ):
         read_corpus(path)
 
 
@@ -56,7 +61,9 @@ def test_folder_without_text_files_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_non_utf8_file_names_the_file_and_the_fix(tmp_path: Path) -> None:
     (tmp_path / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
-    with pytest.raises(InvalidInputError, match=re.escape("latin1.txt: not valid UTF-8 (byte 3); convert it")):
+    with pytest.raises(
+        InvalidInputError, match=re.escape("latin1.txt: not valid UTF-8 (byte 3); convert it")
+    ):
         read_corpus(tmp_path)
 
 

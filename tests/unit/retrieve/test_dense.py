@@ -28,13 +28,17 @@ def test_scores_are_cosines_and_order_is_exact(docs: list[Document], embedder: E
     assert [h.rank for h in hits] == [1, 2, 3, 4, 5]
 
 
-def test_hnsw_above_exact_max_finds_the_same_top_hits(docs: list[Document], embedder: Embedder) -> None:
+def test_hnsw_above_exact_max_finds_the_same_top_hits(
+    docs: list[Document], embedder: Embedder
+) -> None:
     vecs = embedder.encode([indexable_text(d) for d in docs])
     flat = DenseRetriever(docs, embedder=embedder, vectors=vecs)
     hnsw = DenseRetriever(docs, embedder=embedder, vectors=vecs, exact_max=2)
     assert hnsw.kind == "hnsw" and hnsw.config()["index"] == "hnsw"
     for query in ("kitten", "bank shares", "bone health"):
-        assert [h.doc_id for h in hnsw.search(query, 3)] == [h.doc_id for h in flat.search(query, 3)]
+        assert [h.doc_id for h in hnsw.search(query, 3)] == [
+            h.doc_id for h in flat.search(query, 3)
+        ]
 
 
 def test_k_larger_than_corpus_and_errors(docs: list[Document], embedder: Embedder) -> None:
@@ -42,7 +46,9 @@ def test_k_larger_than_corpus_and_errors(docs: list[Document], embedder: Embedde
     assert len(dense.search("anything", k=50)) == len(docs)
     with pytest.raises(InvalidInputError, match="k must be at least 1"):
         dense.search("x", k=0)
-    with pytest.raises(InvalidInputError, match=r"vectors must have shape \(5, 384\), got \(2, 384\)"):
+    with pytest.raises(
+        InvalidInputError, match=r"vectors must have shape \(5, 384\), got \(2, 384\)"
+    ):
         DenseRetriever(docs, embedder=embedder, vectors=np.zeros((2, 384), dtype=np.float32))
     with pytest.raises(InvalidInputError, match="over no documents"):
         DenseRetriever([], embedder=embedder)

@@ -10,11 +10,16 @@ from ragattn.types import Document
 
 
 def _hits(*ids: str) -> list[Hit]:
-    return [Hit(doc_id=d, score=10.0 - r, rank=r, text=d, index=ord(d[0])) for r, d in enumerate(ids, start=1)]
+    return [
+        Hit(doc_id=d, score=10.0 - r, rank=r, text=d, index=ord(d[0]))
+        for r, d in enumerate(ids, start=1)
+    ]
 
 
 def test_rrf_exact_scores_and_order() -> None:
-    fused = rrf_fuse({"a": _hits("x", "y", "z"), "b": _hits("y", "w")}, weights={"a": 1.0, "b": 2.0}, k_rrf=10)
+    fused = rrf_fuse(
+        {"a": _hits("x", "y", "z"), "b": _hits("y", "w")}, weights={"a": 1.0, "b": 2.0}, k_rrf=10
+    )
     assert [h.doc_id for h in fused] == ["y", "w", "x", "z"]
     assert [h.score for h in fused] == pytest.approx([1 / 12 + 2 / 11, 2 / 12, 1 / 11, 1 / 13])
     assert [h.rank for h in fused] == [1, 2, 3, 4]

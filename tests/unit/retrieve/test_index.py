@@ -27,7 +27,9 @@ def _results(index: Index) -> dict[tuple[str, str], list[tuple[str, float]]]:
     }
 
 
-def test_round_trip_same_results_and_manifest(beir_file: Path, tmp_path: Path, embedder: Embedder) -> None:
+def test_round_trip_same_results_and_manifest(
+    beir_file: Path, tmp_path: Path, embedder: Embedder
+) -> None:
     out = tmp_path / "idx"
     built = Index.build(beir_file, out, embedder=embedder)
     loaded = Index.load(out, embedder=embedder)
@@ -36,17 +38,30 @@ def test_round_trip_same_results_and_manifest(beir_file: Path, tmp_path: Path, e
     m = json.loads((out / "manifest.json").read_text())
     assert m["documents"] == m["source_documents"] == 5
     assert m["source_format"] == "beir" and m["chunking"] is None
-    assert m["dense"]["embedder"] == "minilm-l6" and m["dense"]["dim"] == 384 and m["dense"]["index"] == "flat"
+    assert (
+        m["dense"]["embedder"] == "minilm-l6"
+        and m["dense"]["dim"] == 384
+        and m["dense"]["index"] == "flat"
+    )
     assert m["bm25"]["backend"] == "bm25s"
     assert m["content_hash"] == content_hash(loaded.documents)
-    assert sorted(p.name for p in out.iterdir()) == ["bm25", "dense.faiss", "documents.jsonl", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "bm25",
+        "dense.faiss",
+        "documents.jsonl",
+        "manifest.json",
+    ]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
 def test_rank_bm25_backend_round_trip_without_dense(beir_file: Path, tmp_path: Path) -> None:
     built = Index.build(beir_file, tmp_path / "idx", bm25_backend="rank_bm25", dense=False)
     loaded = Index.load(tmp_path / "idx")
-    assert [h.doc_id for h in loaded.search("cat mat", 2)] == [h.doc_id for h in built.search("cat mat", 2)] == ["cat"]
+    assert (
+        [h.doc_id for h in loaded.search("cat mat", 2)]
+        == [h.doc_id for h in built.search("cat mat", 2)]
+        == ["cat"]
+    )
     with pytest.raises(InvalidInputError, match="built without dense vectors"):
         loaded.search("cat", mode="dense")
 
@@ -64,7 +79,7 @@ def test_folder_corpus_is_chunked(tmp_path: Path) -> None:
 
 
 class _InterruptingEmbedder:
-    """Stands in for the embedder to interrupt a build half-way (the unit under test is the writer)."""
+    """Stands in for the embedder to interrupt a build half-way (the writer is under test)."""
 
     name = "interrupting"
     dim = 384
@@ -100,7 +115,10 @@ def test_killed_build_process_leaves_previous_index_intact(
     big = tmp_path / "big.jsonl"
     with big.open("w") as fh:
         for i in range(20_000):
-            fh.write(json.dumps({"id": f"d{i}", "text": f"document number {i} about topic {i % 97}"}) + "\n")
+            fh.write(
+                json.dumps({"id": f"d{i}", "text": f"document number {i} about topic {i % 97}"})
+                + "\n"
+            )
     script = (
         "import sys; from ragattn.retrieve.index import Index; "
         "Index.build(sys.argv[1], sys.argv[2])"
@@ -117,7 +135,9 @@ def test_killed_build_process_leaves_previous_index_intact(
     finally:
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert list(tmp_path.glob(".idx.tmp-*")), "the kill landed mid-build: its temp dir is left behind"
+    assert list(tmp_path.glob(".idx.tmp-*")), (
+        "the kill landed mid-build: its temp dir is left behind"
+    )
     assert _results(Index.load(out, embedder=embedder)) == before
 
 
@@ -125,19 +145,25 @@ def test_refuses_to_replace_a_non_index_directory(beir_file: Path, tmp_path: Pat
     target = tmp_path / "precious"
     target.mkdir()
     (target / "thesis.tex").write_text("do not delete")
-    with pytest.raises(InvalidInputError, match="non-empty directory without manifest.json; refusing"):
+    with pytest.raises(
+        InvalidInputError, match="non-empty directory without manifest.json; refusing"
+    ):
         Index.build(beir_file, target, dense=False)
     assert (target / "thesis.tex").read_text() == "do not delete"
 
 
 def test_load_errors(beir_file: Path, tmp_path: Path) -> None:
-    with pytest.raises(InvalidInputError, match=re.escape(f"{tmp_path} is not a ragattn index (no manifest.json)")):
+    with pytest.raises(
+        InvalidInputError, match=re.escape(f"{tmp_path} is not a ragattn index (no manifest.json)")
+    ):
         Index.load(tmp_path)
     out = tmp_path / "idx"
     Index.build(beir_file, out, dense=False)
     docs = out / "documents.jsonl"
     docs.write_text(docs.read_text().replace("purred", "barked"))
-    with pytest.raises(InvalidInputError, match="is corrupt: documents.jsonl does not match manifest.json"):
+    with pytest.raises(
+        InvalidInputError, match="is corrupt: documents.jsonl does not match manifest.json"
+    ):
         Index.load(out)
 
 
@@ -152,7 +178,9 @@ def test_empty_inputs(tmp_path: Path) -> None:
 
 
 def test_documents_sequence_input(tmp_path: Path) -> None:
-    index = Index.build(["alpha beta", Document(id="g", text="gamma delta")], tmp_path / "i", dense=False)
+    index = Index.build(
+        ["alpha beta", Document(id="g", text="gamma delta")], tmp_path / "i", dense=False
+    )
     assert [h.doc_id for h in index.search("gamma", 3)] == ["g"]
     assert index.manifest.source_format == "documents"
 
@@ -169,7 +197,9 @@ class _CountingEmbedder:
         return self.inner.encode(texts)
 
 
-def test_rebuild_reencodes_only_changed_documents(beir_file: Path, tmp_path: Path, embedder: Embedder) -> None:
+def test_rebuild_reencodes_only_changed_documents(
+    beir_file: Path, tmp_path: Path, embedder: Embedder
+) -> None:
     out = tmp_path / "idx"
     counting = _CountingEmbedder(embedder)
     Index.build(beir_file, out, embedder=counting)  # type: ignore[arg-type]
