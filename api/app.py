@@ -26,9 +26,11 @@ from api.routes.compress import CompressController, RerankCompressController
 from api.routes.health import HealthController
 from api.routes.page import PAGE_HANDLERS
 from api.routes.rerank import RerankController
+from api.routes.retrieve import RetrieveController
 from api.service import Service, model_fingerprint
 from api.worker import ModelWorker
 from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
+from ragattn.errors import ConfigError
 from ragattn.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -66,6 +68,16 @@ def _load_reranker(settings: Settings) -> Any:
     if settings.rerank_method:
         return Reranker(proxy, method=settings.rerank_method)
     return Reranker(proxy)
+
+
+def _load_index(directory: str) -> Any:
+    from ragattn.errors import InvalidInputError
+    from ragattn.retrieve import Index
+
+    try:
+        return Index.load(directory)
+    except InvalidInputError as exc:
+        raise ConfigError(f"RAGATTN_INDEX_DIR={directory!r}: {exc}") from exc
 
 
 def _compressor_factory(cls: Any) -> Callable[[Any, str | None], Any]:
@@ -121,6 +133,9 @@ def create_app(
                 str(getattr(rr, "method", "")),
                 str(getattr(comp, "method", "")),
             )
+            index = None
+            if settings.index_dir:
+                index = await anyio.to_thread.run_sync(_load_index, settings.index_dir)
             app.state.service = Service(
                 settings,
                 reranker=rr,
@@ -129,6 +144,7 @@ def create_app(
                 cache=cache,
                 worker=worker,
                 fingerprint=fingerprint,
+                index=index,
             )
             logger.info("ragattn service ready: %s, cache=%s", fingerprint, cache.name)
             yield
@@ -145,6 +161,8 @@ def create_app(
         handlers.append(CompressController)
     if serve_one_pass:
         handlers.append(RerankCompressController)
+    if settings.index_dir:
+        handlers.append(RetrieveController)
     app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],

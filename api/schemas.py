@@ -348,6 +348,37 @@ class RerankCompressResponse(Struct):
         )
 
 
+class RetrieveRequest(Struct, kw_only=True):
+    """First-stage retrieval from the configured index, optionally reranked by the proxy."""
+
+    query: str
+    k: PositiveInt = 10
+    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+    rerank: bool = False
+    top_n: PositiveInt | None = None
+    return_documents: bool = True
+
+
+class RetrievedOut(Struct, omit_defaults=True):
+    """One hit: its corpus id, retrieval score/rank, and with ``rerank`` the proxy's relevance."""
+
+    doc_id: str
+    retrieval_score: float
+    retrieval_rank: int
+    relevance_score: float | None = None
+    text: str | None = None
+    title: str | None = None
+
+
+class RetrieveResponse(Struct):
+    id: str
+    results: list[RetrievedOut]
+    mode: str
+    reranked: bool
+    model: str
+    warnings: list[str]
+
+
 class HealthResponse(Struct):
     status: str
 
@@ -378,6 +409,8 @@ __all__ = [
     "HealthResponse",
     "ReadyResponse",
     "RerankCompressRequest",
+    "RetrieveRequest",
+    "RetrieveResponse",
     "RerankCompressResponse",
     "RerankRequest",
     "RerankResponse",

@@ -24,6 +24,9 @@ from api.schemas import (
     RerankCompressResponse,
     RerankRequest,
     RerankResponse,
+    RetrievedOut,
+    RetrieveRequest,
+    RetrieveResponse,
 )
 from api.worker import ModelWorker
 from ragattn.cache import Cache, cache_key
@@ -94,6 +97,7 @@ class Service:
         cache: Cache,
         worker: ModelWorker,
         fingerprint: str,
+        index: Any | None = None,
     ) -> None:
         self.settings = settings
         self.reranker = reranker
@@ -102,6 +106,7 @@ class Service:
         self.cache = cache
         self.worker = worker
         self.fingerprint = fingerprint
+        self.index = index
         self._compressor_factory = compressor_factory
         self._compressors: dict[str | None, Any] = {}
         if compressor is not None:
@@ -223,6 +228,70 @@ class Service:
             )
 
         body, hit = await self._cached(key, "rerank_compress", compute, RerankCompressResponse)
+        return msgspec.structs.replace(body, id=new_id()), hit
+
+    async def retrieve(self, req: RetrieveRequest) -> tuple[RetrieveResponse, bool]:
+        """Search the configured index; with ``rerank`` the hits are reordered by the proxy."""
+        index = self.index
+        if index is None:
+            raise InvalidInputError("no retrieval index is configured (set RAGATTN_INDEX_DIR)")
+        if not req.query.strip():
+            raise InvalidInputError("query must be a non-empty string")
+        if req.k > self.settings.max_documents:
+            raise InputTooLargeError(
+                f"k={req.k} exceeds RAGATTN_MAX_DOCUMENTS={self.settings.max_documents}"
+            )
+        top_n = min(req.top_n, req.k) if req.top_n is not None else None
+        params = {
+            "k": req.k,
+            "mode": req.mode,
+            "rerank": req.rerank,
+            "top_n": top_n,
+            "return_documents": req.return_documents,
+            "index": index.manifest.content_hash,
+        }
+        key = cache_key(
+            model=self.fingerprint,
+            route="retrieve:v1",
+            params=params,
+            query=req.query,
+            documents=[],
+        )
+
+        def compute() -> RetrieveResponse:
+            hits = index.search(req.query, req.k, mode=req.mode)
+            relevance: dict[int, float] = {}
+            order = list(range(len(hits)))
+            warnings: list[str] = []
+            if req.rerank and hits:
+                docs = [Document(text=h.text, id=h.doc_id, title=h.title) for h in hits]
+                ranked = self.reranker.rerank(req.query, docs, top_n=top_n)
+                order = [r.index for r in ranked]
+                relevance = {r.index: r.relevance_score for r in ranked}
+                warnings.extend(ranked.warnings)
+            elif top_n is not None:
+                order = order[:top_n]
+            results = [
+                RetrievedOut(
+                    doc_id=hits[i].doc_id,
+                    retrieval_score=float(hits[i].score),
+                    retrieval_rank=hits[i].rank,
+                    relevance_score=relevance.get(i),
+                    text=hits[i].text if req.return_documents else None,
+                    title=hits[i].title if req.return_documents else None,
+                )
+                for i in order
+            ]
+            return RetrieveResponse(
+                id="",
+                results=results,
+                mode=req.mode,
+                reranked=req.rerank,
+                model=self.model_name,
+                warnings=warnings,
+            )
+
+        body, hit = await self._cached(key, "retrieve", compute, RetrieveResponse)
         return msgspec.structs.replace(body, id=new_id()), hit
 
     def _compressor(self, method: str | None) -> Any:

@@ -73,7 +73,7 @@ class Settings:
     """Most model jobs waiting or running; one more is a 429 ``overloaded`` with Retry-After."""
 
     index_dir: str | None = None
-    """Retrieval index directory for ``/v1/retrieve`` and ``/v1/ask`` (not served yet)."""
+    """Retrieval index directory served by ``/v1/retrieve`` (``ragattn index build`` writes one)."""
     host: str = "127.0.0.1"
     """Address ``ragattn serve`` binds."""
     port: int = 8080
