@@ -1,9 +1,9 @@
 """HTTP clients for the ragattn service that return the in-process result types.
 
-:class:`Client` and :class:`AsyncClient` have the ``rerank`` / ``compress`` signatures of
-:class:`ragattn.Reranker` and :class:`ragattn.compress.Compressor` and return the same
-:class:`~ragattn.types.RerankResults` and :class:`~ragattn.types.CompressionResult`, so moving
-between local and remote is one line::
+:class:`Client` and :class:`AsyncClient` have the ``rerank`` / ``compress`` /
+``rerank_and_compress`` signatures of :class:`ragattn.Reranker` and
+:class:`ragattn.compress.Compressor` and return the same :class:`~ragattn.types.RerankResults`
+and :class:`~ragattn.types.CompressionResult`, so moving between local and remote is one line::
 
     engine = Reranker(proxy)                        # in process
     engine = Client("http://127.0.0.1:8080")        # the service; same calls, same results
@@ -200,6 +200,26 @@ def _compress_payload(
     return payload, docs
 
 
+def _rerank_compress_payload(
+    query: str,
+    documents: Sequence[DocumentLike],
+    top_n: int | None,
+    ratio: float | None,
+    target_tokens: int | None,
+    threshold: float | None,
+    keep_order: bool,
+    tokenizer: Any,
+    config: ClientConfig,
+) -> tuple[dict[str, Any], list[Document]]:
+    budget = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}
+    payload, docs = _compress_payload(
+        query, documents, budget, keep_order, tokenizer, False, config
+    )
+    if top_n is not None:
+        payload["top_n"] = top_n
+    return payload, docs
+
+
 # -- wire: responses ----------------------------------------------------------------------------
 
 
@@ -216,7 +236,10 @@ def _index(value: Any, n_docs: int) -> int:
     return value
 
 
-def _rerank_results(body: Any, docs: Sequence[Document]) -> RerankResults:
+def _rerank_results(
+    body: Any, docs: Sequence[Document], *, raw_is_relevance: bool = False
+) -> RerankResults:
+    """``raw_is_relevance``: the route sends no ``raw_score`` because it equals the relevance."""
     try:
         items = body["results"]
         warnings = tuple(body.get("meta", {}).get("warnings", ()))
@@ -224,7 +247,7 @@ def _rerank_results(body: Any, docs: Sequence[Document]) -> RerankResults:
             RerankResult(
                 index=(i := _index(item["index"], len(docs))),
                 relevance_score=float(item["relevance_score"]),
-                raw_score=float(item["raw_score"]),
+                raw_score=float(item["relevance_score"] if raw_is_relevance else item["raw_score"]),
                 document=docs[i],
             )
             for item in items
@@ -283,7 +306,10 @@ def _compressed_document(
     )
 
 
-def _compression_result(body: Any, docs: Sequence[Document]) -> CompressionResult:
+def _compression_result(
+    body: Any, docs: Sequence[Document], indices: Sequence[int]
+) -> CompressionResult:
+    """The result for ``body``, whose documents must be ``docs[i]`` for ``i`` in ``indices``."""
     warnings: list[str] = []
     try:
         documents = tuple(_compressed_document(item, docs, warnings) for item in body["documents"])
@@ -299,9 +325,20 @@ def _compression_result(body: Any, docs: Sequence[Document]) -> CompressionResul
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise _malformed(f"compress body: {type(exc).__name__} {exc}") from exc
-    if [d.index for d in documents] != list(range(len(docs))):
-        raise _malformed("compress documents do not cover the input one to one")
+    if [d.index for d in documents] != list(indices):
+        raise _malformed(f"compressed documents are not the expected {list(indices)}")
     return result
+
+
+def _rerank_compress_result(
+    body: Any, docs: Sequence[Document]
+) -> tuple[RerankResults, CompressionResult]:
+    # One scoring pass: a document's raw and relevance score are both its best sentence's keep
+    # score, so the route sends only relevance_score; compressed documents come in rank order.
+    ranked = _rerank_results(body, docs, raw_is_relevance=True)
+    if not isinstance(body.get("compression"), dict):
+        raise _malformed("rerank_compress body has no 'compression' object")
+    return ranked, _compression_result(body["compression"], docs, [r.index for r in ranked])
 
 
 # -- errors and retries -------------------------------------------------------------------------
@@ -546,7 +583,34 @@ class Client(_ClientBase):
         payload, docs = _compress_payload(
             query, documents, budget, keep_order, tokenizer, keep_entities, self.config
         )
-        return _compression_result(self._post("/v1/compress", payload), docs)
+        return _compression_result(self._post("/v1/compress", payload), docs, range(len(docs)))
+
+    def rerank_and_compress(
+        self,
+        query: str,
+        documents: Sequence[DocumentLike],
+        *,
+        top_n: int | None = None,
+        ratio: float | None = None,
+        target_tokens: int | None = None,
+        threshold: float | None = None,
+        keep_order: bool = True,
+        tokenizer: Any = None,
+    ) -> tuple[RerankResults, CompressionResult]:
+        """Rank and compress from one scoring pass on the service (``/v1/rerank_compress``);
+        same arguments and results as :meth:`Compressor.rerank_and_compress`."""
+        payload, docs = _rerank_compress_payload(
+            query,
+            documents,
+            top_n,
+            ratio,
+            target_tokens,
+            threshold,
+            keep_order,
+            tokenizer,
+            self.config,
+        )
+        return _rerank_compress_result(self._post("/v1/rerank_compress", payload), docs)
 
 
 class AsyncClient(_ClientBase):
@@ -608,7 +672,35 @@ class AsyncClient(_ClientBase):
         payload, docs = _compress_payload(
             query, documents, budget, keep_order, tokenizer, keep_entities, self.config
         )
-        return _compression_result(await self._post("/v1/compress", payload), docs)
+        body = await self._post("/v1/compress", payload)
+        return _compression_result(body, docs, range(len(docs)))
+
+    async def rerank_and_compress(
+        self,
+        query: str,
+        documents: Sequence[DocumentLike],
+        *,
+        top_n: int | None = None,
+        ratio: float | None = None,
+        target_tokens: int | None = None,
+        threshold: float | None = None,
+        keep_order: bool = True,
+        tokenizer: Any = None,
+    ) -> tuple[RerankResults, CompressionResult]:
+        """See :meth:`Client.rerank_and_compress`."""
+        payload, docs = _rerank_compress_payload(
+            query,
+            documents,
+            top_n,
+            ratio,
+            target_tokens,
+            threshold,
+            keep_order,
+            tokenizer,
+            self.config,
+        )
+        body = await self._post("/v1/rerank_compress", payload)
+        return _rerank_compress_result(body, docs)
 
 
 __all__ = [

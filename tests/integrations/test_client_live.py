@@ -72,3 +72,22 @@ def test_server_errors_arrive_typed(client: Client, server_url: str, corpus: Any
         anonymous.rerank(corpus.query, list(corpus.texts))
     err = info.value
     assert (err.error_type, err.status_code) == ("unauthorized", 401)
+
+
+def test_rerank_and_compress_equals_in_process(
+    client: Client, server_url: str, compressor: Any, corpus: Any
+) -> None:
+    if not hasattr(compressor, "rerank_and_compress"):
+        pytest.skip("this Compressor has no rerank_and_compress")
+    inputs = docs(corpus)
+    local = compressor.rerank_and_compress(corpus.query, inputs, top_n=2, ratio=0.5)
+    remote = client.rerank_and_compress(corpus.query, inputs, top_n=2, ratio=0.5)
+
+    async def run() -> Any:
+        async with AsyncClient(server_url, api_key=API_KEY, timeout_s=300) as ac:
+            return await ac.rerank_and_compress(corpus.query, inputs, top_n=2, ratio=0.5)
+
+    assert remote == local and asyncio.run(run()) == local
+    ranked, compressed = remote
+    assert [d.index for d in compressed.documents] == [r.index for r in ranked]
+    assert all(r.document is inputs[r.index] for r in ranked)

@@ -350,3 +350,34 @@ def test_core_imports_no_framework() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_rerank_and_compress_maps_both_parts_in_rank_order() -> None:
+    docs = [Document(text="Bananas are yellow.", id="a"), Document(text=TEXT, id="p")]
+    compression = {**COMPRESS_BODY, "documents": [{**COMPRESS_BODY["documents"][0], "index": 1}]}
+    body = {
+        "id": "z",
+        "model": "smollm2-135m",
+        "results": [{"index": 1, "relevance_score": 0.8}],
+        "compression": {k: v for k, v in compression.items() if k not in ("id", "model")},
+        "meta": RERANK_BODY["meta"],
+    }
+    server = Server(httpx.Response(200, json=body))
+    ranked, out = client(server).rerank_and_compress(QUERY, docs, top_n=1, ratio=0.5)
+    assert server.requests[0].url.path == "/v1/rerank_compress"
+    assert server.json() == {
+        "query": QUERY,
+        "documents": [{"text": "Bananas are yellow.", "id": "a"}, {"text": TEXT, "id": "p"}],
+        "keep_order": True,
+        "ratio": 0.5,
+        "top_n": 1,
+    }
+    # One pass: the raw score is the relevance score (the best sentence's keep score).
+    assert [(r.index, r.relevance_score, r.raw_score) for r in ranked] == [(1, 0.8, 0.8)]
+    assert ranked[0].document is docs[1] and out.documents[0].document is docs[1]
+    assert out.documents[0].sentence_spans == ((0, 31), (32, 53))
+    body["compression"]["documents"][0]["index"] = 0
+    with pytest.raises(
+        ServiceError, match=re.escape("compressed documents are not the expected [1]")
+    ):
+        client(Server(httpx.Response(200, json=body))).rerank_and_compress(QUERY, docs, ratio=0.5)
