@@ -79,7 +79,7 @@ def main() -> None:
     else:
         proxy = load_proxy("smollm2-135m")
         reranker = Reranker(proxy, method="icr")
-        compressor = Compressor(proxy, method="focal")  # untrained; no probe weights needed
+        compressor = Compressor(proxy)  # the trained default method, "fused"
 
     retriever = ContextualCompressionRetriever(
         base_compressor=DocumentCompressorPipeline(

@@ -91,7 +91,7 @@ def main() -> None:
 
     proxy = load_proxy("smollm2-135m")
     reranker = Reranker(proxy, method="icr")
-    compressor = Compressor(proxy, method="focal")  # untrained; no probe weights needed
+    compressor = Compressor(proxy)  # the trained default method, "fused"
     local = run(reranker, compressor)
     show("in process: Reranker / Compressor", *local)
 
