@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ragattn.client import AsyncClient, Client
 from ragattn.compress import Compressor
 from ragattn.errors import InvalidInputError, RagattnError
 from ragattn.proxy import Proxy, load_proxy
@@ -11,6 +12,8 @@ from ragattn.types import CompressionResult, Document, RerankResult, RerankResul
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
+    "Client",
     "CompressionResult",
     "Compressor",
     "Document",
