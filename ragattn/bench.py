@@ -109,3 +109,49 @@ def bench_attention(proxy: Proxy, data_dir: Path, *, n_docs: int = 20, doc_token
         "peak_rss_engine_mb": engine.peak_rss_mb,
         "peak_rss_after_naive_mb": naive.peak_rss_mb,
     }
+
+
+def hotpot_context(data_dir: Path, target_tokens: int, proxy: Proxy) -> tuple[str, list[Document]]:
+    """The first HotpotQA distractor question and as many of its questions' paragraphs (in file
+    order, across questions) as make about ``target_tokens`` proxy tokens."""
+    rows = json.loads((data_dir / "hotpot_dev_distractor_v1.shared.json").read_text())
+    query = rows[0]["question"]
+    docs: list[Document] = []
+    total = 0
+    for row in rows:
+        for title, sentences in row["context"]:
+            text = " ".join(s.strip() for s in sentences if s.strip())
+            total += len(proxy.tokenizer(text, add_special_tokens=False)["input_ids"])
+            docs.append(Document(text=text, title=title))
+            if total >= target_tokens:
+                return query, docs
+    return query, docs
+
+
+def bench_compress(proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: int = 5) -> list[dict]:
+    """Median seconds to compress a ~``tokens``-token context to 20 % with each method, and the
+    one-pass ``rerank_and_compress`` against a separate rerank (ICR) plus compress call."""
+    from ragattn.compress import METHODS, Compressor
+    from ragattn.rerank import Reranker
+
+    query, docs = hotpot_context(data_dir, tokens, proxy)
+    rows = []
+    for method in METHODS:
+        comp = Compressor(proxy, method=method)
+        timing = time_runs(method, lambda c=comp: c.compress(query, docs, ratio=0.2), runs)
+        rows.append({"variant": f"compress, {method}", "median_s": timing.median, "runs_s": timing.seconds})
+    comp = Compressor(proxy, method="fused")
+    reranker = Reranker(proxy, method="icr")
+    one = time_runs("one-pass", lambda: comp.rerank_and_compress(query, docs, top_n=5, ratio=0.2), runs)
+    two = time_runs(
+        "two calls",
+        lambda: comp.compress(query, [r.document for r in reranker.rerank(query, docs, top_n=5)], ratio=0.2),
+        runs,
+    )
+    rows.append({"variant": "rerank_and_compress (fused, one pass)", "median_s": one.median, "runs_s": one.seconds})
+    rows.append({"variant": "rerank (icr) then compress (fused)", "median_s": two.median, "runs_s": two.seconds})
+    n_tokens = sum(len(proxy.tokenizer(d.text)["input_ids"]) for d in docs)
+    for row in rows:
+        row["context_tokens"] = n_tokens
+        row["documents"] = len(docs)
+    return rows

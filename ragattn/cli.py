@@ -113,6 +113,24 @@ def bench_attention_cmd(
         out.write_text(json.dumps(result, indent=2))
 
 
+@bench_app.command("compress")
+def bench_compress_cmd(
+    data: Path = typer.Option(Path("../shared/data/hotpotqa"), help="HotpotQA folder (distractor dev)."),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    tokens: int = typer.Option(2000, help="Approximate context size in proxy tokens."),
+    runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
+    threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+) -> None:
+    """Compress a ~2,000-token context with every method; one-pass rerank+compress vs two calls."""
+    from ragattn.bench import bench_compress
+    from ragattn.proxy import load_proxy
+
+    rows = bench_compress(load_proxy(proxy, threads=threads), data, tokens=tokens, runs=runs)
+    typer.echo(f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n| variant | median s | runs |\n|---|---|---|")
+    for row in rows:
+        typer.echo(f"| {row['variant']} | {row['median_s']:.3f} | {', '.join(f'{s:.2f}' for s in row['runs_s'])} |")
+
+
 @bench_app.command("startup")
 def bench_startup(
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or GGUF path."),
