@@ -9,13 +9,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-import uvicorn
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
@@ -98,27 +95,3 @@ def gated(reranker: Any) -> GatedReranker:
     return GatedReranker(reranker)
 
 
-@contextmanager
-def _live_server(app: Litestar) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; yields the base URL."""
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="live-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the live server did not start")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
-@pytest.fixture(scope="session")
-def live_server() -> Callable[[Litestar], Any]:
-    """``with live_server(app) as base_url:`` a real uvicorn server on loopback."""
-    return _live_server

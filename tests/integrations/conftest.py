@@ -6,10 +6,7 @@ loaded engines, so remote answers must equal in-process ones exactly.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,37 +56,16 @@ def compressor(proxy: Any) -> Any:
     return Compressor(proxy, method="focal")
 
 
-@contextmanager
-def serve(app: Any) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; yields the base URL."""
-    import uvicorn
-
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, name="integrations-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the live server did not start")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
 
 
 @pytest.fixture(scope="session")
-def server_url(reranker: Any, compressor: Any) -> Iterator[str]:
+def server_url(reranker: Any, compressor: Any, live_server: Any) -> Iterator[str]:
     """A live service (API key required) over the session's engines."""
     from api import create_app
     from ragattn.settings import Settings
 
     app = create_app(Settings(api_keys=(API_KEY,)), reranker=reranker, compressor=compressor)
-    with serve(app) as url:
+    with live_server(app) as url:
         yield url
 
 

@@ -9,16 +9,11 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
-from litestar import Litestar
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -49,31 +44,6 @@ def compressor(proxy: Any) -> Any:
     return Compressor(proxy, method="focal")
 
 
-@contextmanager
-def serve(app: Litestar) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a thread; yields the base URL."""
-    server = uvicorn.Server(
-        uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    )
-    thread = threading.Thread(target=server.run, name="web-test-uvicorn", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 120
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the live server did not start")
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
-
-
-@pytest.fixture(scope="session")
-def live_server() -> Callable[[Litestar], Any]:
-    """``with live_server(app) as base_url:`` a real uvicorn server on loopback."""
-    return serve
 
 
 def chromium_path() -> str:
@@ -93,9 +63,10 @@ def chromium_path() -> str:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless Chromium driven by Playwright, shared by every browser test."""
+    """A headless Chromium driven by Playwright, shared by the tests of one module (and stopped after
+    it, so Playwright's event loop does not outlive the browser tests)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:
@@ -109,7 +80,7 @@ def browser() -> Iterator[Any]:
             launched.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def expect(browser: Any) -> Any:
     """Playwright's auto-waiting assertions; they poll without ``eval``, so the page's CSP holds."""
     from playwright.sync_api import expect as playwright_expect
