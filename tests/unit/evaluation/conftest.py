@@ -10,10 +10,11 @@ import pytest
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
-    """The read-only shared data folder (override with RAGATTN_DATA_DIR)."""
-    path = Path(os.environ.get("RAGATTN_DATA_DIR", "/work/shared/data"))
+    """The read-only shared data folder beside the repository (override with RAGATTN_DATA_DIR)."""
+    beside_repo = Path(__file__).resolve().parents[3].parent / "shared" / "data"
+    path = Path(os.environ.get("RAGATTN_DATA_DIR", beside_repo))
     if not (path / "trec-dl-2019").is_dir():
-        pytest.skip(f"shared data not found at {path}")
+        pytest.fail(f"shared data not found at {path}; set RAGATTN_DATA_DIR")
     return path
 
 
