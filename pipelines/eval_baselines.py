@@ -127,7 +127,12 @@ def _compress(data: Path, n: int, tokenizer: Any, wiki_split: bool, out: dict[st
 
 @app.command()
 def main(
-    data: Annotated[Path, typer.Option(help="shared data folder")] = Path(__file__).resolve().parents[1].parent / "shared" / "data",
+    data: Annotated[Path, typer.Option(help="shared data folder")] = Path(__file__)
+    .resolve()
+    .parents[1]
+    .parent
+    / "shared"
+    / "data",
     tokenizer: Annotated[
         Path | None, typer.Option(help="HF tokenizer dir (default: the proxy's)")
     ] = None,

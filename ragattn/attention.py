@@ -113,7 +113,9 @@ class _StopForward(Exception):
     """Raised by a layer pre-hook to end the forward pass after the deepest needed layer."""
 
 
-def _observe(module: Any, query: torch.Tensor, key: torch.Tensor, scaling: float | None, kwargs: dict) -> None:
+def _observe(
+    module: Any, query: torch.Tensor, key: torch.Tensor, scaling: float | None, kwargs: dict
+) -> None:
     state = _ACTIVE.get()
     if state is None:
         return
@@ -160,7 +162,9 @@ def _capturing_sdpa(
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     _observe(module, query, key, scaling, kwargs)
-    return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
+    return sdpa_attention_forward(
+        module, query, key, value, attention_mask, scaling=scaling, **kwargs
+    )
 
 
 _REGISTERED = False
@@ -188,7 +192,11 @@ class AttentionEngine:
 
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
-        self._cache_kw = "cache" if "cache" in inspect.signature(proxy.decoder.forward).parameters else "past_key_values"
+        self._cache_kw = (
+            "cache"
+            if "cache" in inspect.signature(proxy.decoder.forward).parameters
+            else "past_key_values"
+        )
         for index, layer in enumerate(proxy.layers):
             layer.register_forward_pre_hook(self._make_stop_hook(index))
 
@@ -232,9 +240,13 @@ class AttentionEngine:
         parts = []
         for layer in state.heads.layers:
             if layer not in state.per_layer:
-                raise InvalidInputError(f"layer {layer} captured nothing; rows {state.rows[:3]}... out of range")
+                raise InvalidInputError(
+                    f"layer {layer} captured nothing; rows {state.rows[:3]}... out of range"
+                )
             parts.append(state.per_layer[layer])
-        return Capture(weights=torch.cat(parts, dim=0), heads=state.heads, rows=state.rows, reduce=state.reduce)
+        return Capture(
+            weights=torch.cat(parts, dim=0), heads=state.heads, rows=state.rows, reduce=state.reduce
+        )
 
     def capture(
         self,
@@ -257,7 +269,10 @@ class AttentionEngine:
         self._check_ids(ids)
         self._check_rows(rows, len(ids), heads)
         state = _CaptureState(
-            rows=tuple(rows), heads=heads, reduce=reduce, stop_after=heads.deepest if early_exit else None
+            rows=tuple(rows),
+            heads=heads,
+            reduce=reduce,
+            stop_after=heads.deepest if early_exit else None,
         )
         self._run(ids, state, None)
         return self._collect(state)
@@ -286,7 +301,9 @@ class AttentionEngine:
         stop = heads.deepest if early_exit else None
         cache = DynamicCache()
         if len(prefix) > 0:
-            self._run(prefix, _CaptureState(rows=(), heads=None, reduce="mean", stop_after=stop), cache)
+            self._run(
+                prefix, _CaptureState(rows=(), heads=None, reduce="mean", stop_after=stop), cache
+            )
         results = []
         for tail, rows in tails:
             if len(tail) == 0:
@@ -294,7 +311,9 @@ class AttentionEngine:
             total = len(prefix) + len(tail)
             self._check_rows(rows, total, heads)
             if any(r < len(prefix) for r in rows):
-                raise InvalidInputError("captured rows must lie in the tail, after the shared prefix")
+                raise InvalidInputError(
+                    "captured rows must lie in the tail, after the shared prefix"
+                )
             state = _CaptureState(rows=tuple(rows), heads=heads, reduce=reduce, stop_after=stop)
             self._run(tail, state, cache)
             # A negative crop removes that many tokens in every transformers version we support.

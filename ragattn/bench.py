@@ -53,7 +53,9 @@ def time_runs(name: str, fn: Callable[[], object], runs: int, warmup: int = 1) -
     return Timing(name=name, seconds=tuple(seconds), peak_rss_mb=peak_rss_mb())
 
 
-def dl19_documents(data_dir: Path, n_docs: int, doc_tokens: int, proxy: Proxy) -> tuple[str, list[Document]]:
+def dl19_documents(
+    data_dir: Path, n_docs: int, doc_tokens: int, proxy: Proxy
+) -> tuple[str, list[Document]]:
     """The first DL19 query and its first ``n_docs`` BM25 candidates cut to ``doc_tokens`` proxy tokens."""
     path = data_dir / "candidates_bm25_top100.jsonl"
     with path.open() as fh:
@@ -74,7 +76,10 @@ def naive_icr(proxy: Proxy, query: str, docs: Sequence[Document]) -> torch.Tenso
     model.set_attn_implementation("eager")
     try:
         per_pass = []
-        for built in (assemble(pieces, proxy.tokenizer), assemble(with_query(pieces, CALIBRATION_QUERY), proxy.tokenizer)):
+        for built in (
+            assemble(pieces, proxy.tokenizer),
+            assemble(with_query(pieces, CALIBRATION_QUERY), proxy.tokenizer),
+        ):
             with torch.inference_mode():
                 out = model(input_ids=torch.tensor([list(built.input_ids)]), output_attentions=True)
             q = built.query_span.as_slice()
@@ -85,13 +90,17 @@ def naive_icr(proxy: Proxy, query: str, docs: Sequence[Document]) -> torch.Tenso
     return per_pass[0] - per_pass[1]
 
 
-def bench_attention(proxy: Proxy, data_dir: Path, *, n_docs: int = 20, doc_tokens: int = 100, runs: int = 5) -> dict:
+def bench_attention(
+    proxy: Proxy, data_dir: Path, *, n_docs: int = 20, doc_tokens: int = 100, runs: int = 5
+) -> dict:
     """(a) naive eager two-pass ICR vs (b) the engine (row capture, early exit at the middle layers,
     KV reuse for the twin). Returns medians, ratio, prompt size and peak RSS."""
     query, docs = dl19_documents(data_dir, n_docs, doc_tokens, proxy)
     engine_scorer = IcrScorer(proxy, heads="middle", max_window_tokens=8192)
     order = list(range(len(docs)))
-    n_tokens = len(assemble(rerank_pieces(query, docs, order, family=proxy.chat_family), proxy.tokenizer))
+    n_tokens = len(
+        assemble(rerank_pieces(query, docs, order, family=proxy.chat_family), proxy.tokenizer)
+    )
     engine = time_runs("engine", lambda: engine_scorer.score(query, docs, order), runs)
     naive = time_runs("naive", lambda: naive_icr(proxy, query, docs), runs)
     return {
@@ -128,7 +137,9 @@ def hotpot_context(data_dir: Path, target_tokens: int, proxy: Proxy) -> tuple[st
     return query, docs
 
 
-def bench_compress(proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: int = 5) -> list[dict]:
+def bench_compress(
+    proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: int = 5
+) -> list[dict]:
     """Median seconds to compress a ~``tokens``-token context to 20 % with each method, and the
     one-pass ``rerank_and_compress`` against a separate rerank (ICR) plus compress call."""
     from ragattn.compress import METHODS, Compressor
@@ -139,17 +150,35 @@ def bench_compress(proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: in
     for method in METHODS:
         comp = Compressor(proxy, method=method)
         timing = time_runs(method, lambda c=comp: c.compress(query, docs, ratio=0.2), runs)
-        rows.append({"variant": f"compress, {method}", "median_s": timing.median, "runs_s": timing.seconds})
+        rows.append(
+            {"variant": f"compress, {method}", "median_s": timing.median, "runs_s": timing.seconds}
+        )
     comp = Compressor(proxy, method="fused")
     reranker = Reranker(proxy, method="icr")
-    one = time_runs("one-pass", lambda: comp.rerank_and_compress(query, docs, top_n=5, ratio=0.2), runs)
+    one = time_runs(
+        "one-pass", lambda: comp.rerank_and_compress(query, docs, top_n=5, ratio=0.2), runs
+    )
     two = time_runs(
         "two calls",
-        lambda: comp.compress(query, [r.document for r in reranker.rerank(query, docs, top_n=5)], ratio=0.2),
+        lambda: comp.compress(
+            query, [r.document for r in reranker.rerank(query, docs, top_n=5)], ratio=0.2
+        ),
         runs,
     )
-    rows.append({"variant": "rerank_and_compress (fused, one pass)", "median_s": one.median, "runs_s": one.seconds})
-    rows.append({"variant": "rerank (icr) then compress (fused)", "median_s": two.median, "runs_s": two.seconds})
+    rows.append(
+        {
+            "variant": "rerank_and_compress (fused, one pass)",
+            "median_s": one.median,
+            "runs_s": one.seconds,
+        }
+    )
+    rows.append(
+        {
+            "variant": "rerank (icr) then compress (fused)",
+            "median_s": two.median,
+            "runs_s": two.seconds,
+        }
+    )
     n_tokens = sum(len(proxy.tokenizer(d.text)["input_ids"]) for d in docs)
     for row in rows:
         row["context_tokens"] = n_tokens

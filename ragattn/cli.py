@@ -26,7 +26,9 @@ bench_app = typer.Typer(help="Benchmarks, reported as same-run ratios against a 
 app.add_typer(bench_app, name="bench")
 heads_app = typer.Typer(help="Rerank head profiles: select query-focused heads and fit the fusion.")
 app.add_typer(heads_app, name="heads")
-probe_app = typer.Typer(help="Sentence probes for compression: train on the shared training material.")
+probe_app = typer.Typer(
+    help="Sentence probes for compression: train on the shared training material."
+)
 app.add_typer(probe_app, name="probe")
 app.add_typer(index_app, name="index")
 app.add_typer(eval_app, name="eval")
@@ -60,7 +62,13 @@ def demo(
     for col in ("rank", "input index", "id", "relevance_score", "raw_score"):
         table.add_column(col)
     for rank, res in enumerate(ranked, start=1):
-        table.add_row(str(rank), str(res.index), str(res.document.id), f"{res.relevance_score:.3f}", f"{res.raw_score:.3f}")
+        table.add_row(
+            str(rank),
+            str(res.index),
+            str(res.document.id),
+            f"{res.relevance_score:.3f}",
+            f"{res.raw_score:.3f}",
+        )
     console.print(table)
     started = time.perf_counter()
     out = Compressor(loaded).compress(QUERY, [r.document for r in ranked], ratio=ratio)
@@ -84,7 +92,9 @@ def version() -> None:
 
 @bench_app.command("attention")
 def bench_attention_cmd(
-    data: Path = typer.Option(Path("../shared/data/trec-dl-2019"), help="TREC DL19 folder (candidates)."),
+    data: Path = typer.Option(
+        Path("../shared/data/trec-dl-2019"), help="TREC DL19 folder (candidates)."
+    ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     docs: int = typer.Option(20, help="Number of candidate documents."),
     doc_tokens: int = typer.Option(100, help="Proxy tokens per document."),
@@ -98,7 +108,9 @@ def bench_attention_cmd(
     from ragattn.bench import bench_attention
     from ragattn.proxy import load_proxy
 
-    result = bench_attention(load_proxy(proxy, threads=threads), data, n_docs=docs, doc_tokens=doc_tokens, runs=runs)
+    result = bench_attention(
+        load_proxy(proxy, threads=threads), data, n_docs=docs, doc_tokens=doc_tokens, runs=runs
+    )
     typer.echo(
         f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, {result['threads']} threads\n"
         f"| variant | median s | runs |\n|---|---|---|\n"
@@ -115,7 +127,9 @@ def bench_attention_cmd(
 
 @bench_app.command("compress")
 def bench_compress_cmd(
-    data: Path = typer.Option(Path("../shared/data/hotpotqa"), help="HotpotQA folder (distractor dev)."),
+    data: Path = typer.Option(
+        Path("../shared/data/hotpotqa"), help="HotpotQA folder (distractor dev)."
+    ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     tokens: int = typer.Option(2000, help="Approximate context size in proxy tokens."),
     runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
@@ -126,9 +140,13 @@ def bench_compress_cmd(
     from ragattn.proxy import load_proxy
 
     rows = bench_compress(load_proxy(proxy, threads=threads), data, tokens=tokens, runs=runs)
-    typer.echo(f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n| variant | median s | runs |\n|---|---|---|")
+    typer.echo(
+        f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n| variant | median s | runs |\n|---|---|---|"
+    )
     for row in rows:
-        typer.echo(f"| {row['variant']} | {row['median_s']:.3f} | {', '.join(f'{s:.2f}' for s in row['runs_s'])} |")
+        typer.echo(
+            f"| {row['variant']} | {row['median_s']:.3f} | {', '.join(f'{s:.2f}' for s in row['runs_s'])} |"
+        )
 
 
 @bench_app.command("startup")
@@ -144,7 +162,9 @@ def bench_startup(
     with tempfile.TemporaryDirectory() as cache:
         first = load_proxy(proxy, cache_dir=cache).load_seconds
         second = load_proxy(proxy, cache_dir=cache).load_seconds
-    typer.echo(f"{proxy}: first start {first:.1f} s, second start {second:.2f} s, peak RSS {peak_rss_mb():.0f} MiB")
+    typer.echo(
+        f"{proxy}: first start {first:.1f} s, second start {second:.2f} s, peak RSS {peak_rss_mb():.0f} MiB"
+    )
 
 
 @probe_app.command("train")
@@ -152,8 +172,12 @@ def probe_train(
     data: Path = typer.Option(Path("../shared/data"), help="The shared data folder."),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     per_source: int = typer.Option(100, min=1, help="Training questions per source."),
-    models_dir: Path | None = typer.Option(None, help="Where to write models/<proxy>/ (default: repo models/)."),
-    features_cache: Path | None = typer.Option(None, help="Reuse/save extracted features here (.npz)."),
+    models_dir: Path | None = typer.Option(
+        None, help="Where to write models/<proxy>/ (default: repo models/)."
+    ),
+    features_cache: Path | None = typer.Option(
+        None, help="Reuse/save extracted features here (.npz)."
+    ),
     threads: int | None = typer.Option(None, help="torch threads."),
 ) -> None:
     """Extract features on training data and fit the fused, sentinel and lexical probes."""
@@ -163,13 +187,22 @@ def probe_train(
 
     loaded = load_proxy(proxy, threads=threads)
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
-    report = fit_all(loaded, data, out_dir, per_source=per_source, features_cache=features_cache, methods=PROBE_METHODS)
+    report = fit_all(
+        loaded,
+        data,
+        out_dir,
+        per_source=per_source,
+        features_cache=features_cache,
+        methods=PROBE_METHODS,
+    )
     typer.echo(report)
 
 
 @app.command()
 def serve(
-    host: str | None = typer.Option(None, help="Bind address (default: RAGATTN_HOST or 127.0.0.1)."),
+    host: str | None = typer.Option(
+        None, help="Bind address (default: RAGATTN_HOST or 127.0.0.1)."
+    ),
     port: int | None = typer.Option(None, help="Port (default: RAGATTN_PORT or 8080)."),
 ) -> None:
     """Serve the HTTP API; other settings come from RAGATTN_* variables (see docs/service.md)."""
@@ -185,12 +218,19 @@ def serve(
 
     try:
         settings = Settings.from_env()
-        settings = dataclasses.replace(settings, host=host or settings.host, port=port or settings.port)
+        settings = dataclasses.replace(
+            settings, host=host or settings.host, port=port or settings.port
+        )
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     # One process: the proxy is loaded once and the worker queue, cache and rate limits are shared.
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port, log_level=settings.log_level.lower())
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level.lower(),
+    )
 
 
 @heads_app.command("select")
@@ -199,7 +239,9 @@ def heads_select(
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     per_source: int = typer.Option(40, min=1, help="Training questions per source."),
     top_k: int = typer.Option(16, min=1, help="Heads to keep."),
-    models_dir: Path | None = typer.Option(None, help="Where to write models/<proxy>/ (default: repo models/)."),
+    models_dir: Path | None = typer.Option(
+        None, help="Where to write models/<proxy>/ (default: repo models/)."
+    ),
     threads: int | None = typer.Option(None, help="torch threads."),
 ) -> None:
     """QRHead selection and rank fusion on training questions; writes models/<proxy>/rerank-profile.json."""
@@ -223,10 +265,28 @@ def heads_select(
         coef, intercept = training.fit_fusion(table, index, attention=attention)
         fusion[key] = {"coef": coef.tolist(), "intercept": intercept}
     train_ndcg = {
-        "bm25": float(np.mean([training.ndcg(b, l) for b, l in zip(table.bm25, table.labels, strict=True)])),
-        "minilm": float(np.mean([training.ndcg(d, l) for d, l in zip(table.dense, table.labels, strict=True)])),
-        "icr_all_heads": float(np.mean([training.ndcg(m.sum(axis=1), l) for m, l in zip(table.masses, table.labels, strict=True)])),
-        "qrhead": float(np.mean([training.ndcg(m[:, index].sum(axis=1), l) for m, l in zip(table.masses, table.labels, strict=True)])),
+        "bm25": float(
+            np.mean([training.ndcg(b, l) for b, l in zip(table.bm25, table.labels, strict=True)])
+        ),
+        "minilm": float(
+            np.mean([training.ndcg(d, l) for d, l in zip(table.dense, table.labels, strict=True)])
+        ),
+        "icr_all_heads": float(
+            np.mean(
+                [
+                    training.ndcg(m.sum(axis=1), l)
+                    for m, l in zip(table.masses, table.labels, strict=True)
+                ]
+            )
+        ),
+        "qrhead": float(
+            np.mean(
+                [
+                    training.ndcg(m[:, index].sum(axis=1), l)
+                    for m, l in zip(table.masses, table.labels, strict=True)
+                ]
+            )
+        ),
     }
     counts: dict[str, int] = {}
     for ex in examples:
@@ -236,7 +296,10 @@ def heads_select(
         "heads": [list(p) for p in chosen],
         "head_train_ndcg": scores,
         "fusion": fusion,
-        "fusion_features": {"attention": ["qrhead", "bm25", "minilm", "rank_prior"], "lexical": ["bm25", "minilm", "rank_prior"]},
+        "fusion_features": {
+            "attention": ["qrhead", "bm25", "minilm", "rank_prior"],
+            "lexical": ["bm25", "minilm", "rank_prior"],
+        },
         "train_ndcg_at_10": train_ndcg,
         "training_questions": counts,
         "command": f"ragattn heads select --per-source {per_source} --top-k {top_k}",
@@ -244,7 +307,11 @@ def heads_select(
     }
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
     training.write_profile(out_dir, payload)
-    typer.echo(json.dumps({k: payload[k] for k in ("heads", "train_ndcg_at_10", "training_questions")}, indent=1))
+    typer.echo(
+        json.dumps(
+            {k: payload[k] for k in ("heads", "train_ndcg_at_10", "training_questions")}, indent=1
+        )
+    )
 
 
 if __name__ == "__main__":

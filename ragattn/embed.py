@@ -37,7 +37,10 @@ class Embedder:
             raise ModelLoadError(f"could not load embedder {name_or_path!r}: {exc}") from exc
         self.name = name_or_path
         self.batch_size = batch_size
-        dim = getattr(self._model, "get_embedding_dimension", None) or self._model.get_sentence_embedding_dimension
+        dim = (
+            getattr(self._model, "get_embedding_dimension", None)
+            or self._model.get_sentence_embedding_dimension
+        )
         self.dim = int(dim())
         self._lock = threading.Lock()
 

@@ -100,7 +100,9 @@ class BuiltPrompt:
     @property
     def document_indices(self) -> tuple[int, ...]:
         return tuple(
-            p.piece.doc_index for p in self.pieces if p.piece.kind is Kind.DOCUMENT and p.piece.doc_index is not None
+            p.piece.doc_index
+            for p in self.pieces
+            if p.piece.kind is Kind.DOCUMENT and p.piece.doc_index is not None
         )
 
     def char_range_tokens(self, start: int, end: int) -> TokenSpan:
@@ -145,7 +147,9 @@ def _tokenize(tokenizer: Any, text: str) -> tuple[list[int], list[tuple[int, int
     try:
         enc = tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
     except Exception as exc:  # tokenizers raise plain Exceptions on undecodable input
-        raise TokenizerError(f"the proxy tokenizer could not encode the prompt: {type(exc).__name__}") from exc
+        raise TokenizerError(
+            f"the proxy tokenizer could not encode the prompt: {type(exc).__name__}"
+        ) from exc
     ids = list(enc["input_ids"])
     offsets = [(int(a), int(b)) for a, b in enc["offset_mapping"]]
     return ids, offsets
@@ -167,7 +171,9 @@ def assemble(pieces: Sequence[Piece], tokenizer: Any) -> BuiltPrompt:
     text = "".join(text_parts)
     ids, offsets = _tokenize(tokenizer, text)
     firsts = _first_non_space(text, offsets)
-    if any(b < a for a, b in offsets) or any(offsets[i][0] < offsets[i - 1][0] for i in range(1, len(offsets))):
+    if any(b < a for a, b in offsets) or any(
+        offsets[i][0] < offsets[i - 1][0] for i in range(1, len(offsets))
+    ):
         raise TokenizerError("tokenizer offsets are not monotone; spans cannot be trusted")
     placed = []
     for piece, (a, b) in zip(pieces, placed_chars, strict=True):
@@ -176,7 +182,11 @@ def assemble(pieces: Sequence[Piece], tokenizer: Any) -> BuiltPrompt:
         # Skip zero-width special tokens sitting at the boundary (they have empty offsets).
         while lo < hi and offsets[lo][0] == offsets[lo][1]:
             lo += 1
-        placed.append(PlacedPiece(piece=piece, char_start=a, char_end=b, tokens=TokenSpan(start=lo, end=max(lo, hi))))
+        placed.append(
+            PlacedPiece(
+                piece=piece, char_start=a, char_end=b, tokens=TokenSpan(start=lo, end=max(lo, hi))
+            )
+        )
     _check_alignment(text, offsets, placed)
     q_pieces = [p for p in placed if p.piece.query_span]
     if q_pieces:
@@ -186,11 +196,17 @@ def assemble(pieces: Sequence[Piece], tokenizer: Any) -> BuiltPrompt:
     else:
         query = TokenSpan(start=len(ids) - 1, end=len(ids))
     return BuiltPrompt(
-        text=text, input_ids=tuple(ids), offsets=tuple(offsets), pieces=tuple(placed), query_span=query
+        text=text,
+        input_ids=tuple(ids),
+        offsets=tuple(offsets),
+        pieces=tuple(placed),
+        query_span=query,
     )
 
 
-def _check_alignment(text: str, offsets: Sequence[tuple[int, int]], placed: Sequence[PlacedPiece]) -> None:
+def _check_alignment(
+    text: str, offsets: Sequence[tuple[int, int]], placed: Sequence[PlacedPiece]
+) -> None:
     """Assert that each content piece's tokens decode back to (a whitespace-trimmed) piece text."""
     for p in placed:
         if p.piece.kind not in (Kind.DOCUMENT, Kind.QUERY) or len(p.tokens) == 0:
@@ -267,20 +283,31 @@ def rerank_pieces(
         marker = f"[{slot}] "
         pieces.append(Piece(kind=Kind.SEPARATOR, text=separator))
         pieces.append(
-            Piece(kind=Kind.DOCUMENT, text=marker + body, doc_index=index, content_offset=len(marker) + offset)
+            Piece(
+                kind=Kind.DOCUMENT,
+                text=marker + body,
+                doc_index=index,
+                content_offset=len(marker) + offset,
+            )
         )
     late = ICR_INSTRUCTIONS.get(instruction, instruction)
     pieces.append(Piece(kind=Kind.SEPARATOR, text=separator))
     pieces.append(Piece(kind=Kind.INSTRUCTION, text=late, query_span=True))
     pieces.append(Piece(kind=Kind.SEPARATOR, text=separator, query_span=True))
-    pieces.append(Piece(kind=Kind.QUERY, text="Query: " + query, content_offset=len("Query: "), query_span=True))
+    pieces.append(
+        Piece(
+            kind=Kind.QUERY, text="Query: " + query, content_offset=len("Query: "), query_span=True
+        )
+    )
     if suffix:
         pieces.append(Piece(kind=Kind.CHAT_SUFFIX, text=suffix, query_span=True))
     return pieces
 
 
 SENTINEL_HEAD = "Given the following information: "
-SENTINEL_TAIL = "\nAnswer the following question based on the given information with one or few words: "
+SENTINEL_TAIL = (
+    "\nAnswer the following question based on the given information with one or few words: "
+)
 
 
 def sentinel_pieces(

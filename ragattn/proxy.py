@@ -145,7 +145,9 @@ class Proxy:
         geo = []
         for i in range(self.num_layers):
             kind = layer_types[i] if layer_types else "full_attention"
-            geo.append(LayerGeometry(sliding_window=window if kind == "sliding_attention" else None))
+            geo.append(
+                LayerGeometry(sliding_window=window if kind == "sliding_attention" else None)
+            )
         return tuple(geo)
 
     def full_attention_layers(self) -> tuple[int, ...]:
@@ -158,7 +160,12 @@ def default_cache_dir() -> Path:
 
 
 def _resolve_dtype(dtype: str) -> torch.dtype:
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+    }
     if dtype not in table:
         raise ConfigError(f"unknown dtype {dtype!r}; use one of: float32, bfloat16")
     return table[dtype]
@@ -187,9 +194,13 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if importlib.util.find_spec("gguf") is None:
-        raise ModelLoadError("loading a GGUF file needs the gguf package: pip install 'ragattn[gguf]'")
+        raise ModelLoadError(
+            "loading a GGUF file needs the gguf package: pip install 'ragattn[gguf]'"
+        )
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
     # The weights are plain float tensors after dequantization; drop the GGUF quantizer so that
     # transformers writes them as ordinary safetensors.
     model.hf_quantizer = None
@@ -260,7 +271,9 @@ def load_proxy(
         torch.set_num_threads(threads)
     register_attention()
     started = time.perf_counter()
-    location, source = _materialize(name_or_path, Path(cache_dir) if cache_dir else default_cache_dir())
+    location, source = _materialize(
+        name_or_path, Path(cache_dir) if cache_dir else default_cache_dir()
+    )
     try:
         tokenizer = AutoTokenizer.from_pretrained(location)
         model = AutoModelForCausalLM.from_pretrained(
@@ -273,7 +286,9 @@ def load_proxy(
             "Hugging Face id already in the local cache."
         ) from exc
     if not getattr(tokenizer, "is_fast", False):
-        raise ModelLoadError(f"proxy {name_or_path!r} has no fast tokenizer; spans need offset mappings")
+        raise ModelLoadError(
+            f"proxy {name_or_path!r} has no fast tokenizer; spans need offset mappings"
+        )
     model.eval()
     model.requires_grad_(False)
     return Proxy(

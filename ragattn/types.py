@@ -26,7 +26,12 @@ class Document:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "id": self.id, "title": self.title, "metadata": dict(self.metadata)}
+        return {
+            "text": self.text,
+            "id": self.id,
+            "title": self.title,
+            "metadata": dict(self.metadata),
+        }
 
 
 DocumentLike = str | Document | Mapping[str, Any]
@@ -67,7 +72,9 @@ def as_document(value: DocumentLike, position: int) -> Document:
 def as_documents(values: Iterable[DocumentLike]) -> list[Document]:
     """Coerce every element with :func:`as_document`; an iterable of strings is the common case."""
     if isinstance(values, str | bytes):
-        raise InvalidInputError("documents must be a list of strings or objects, not a single string")
+        raise InvalidInputError(
+            "documents must be a list of strings or objects, not a single string"
+        )
     return [as_document(v, i) for i, v in enumerate(values)]
 
 
@@ -145,7 +152,9 @@ class RerankResults(tuple[RerankResult, ...]):
         return obj
 
     def top_k(self, k: int) -> RerankResults:
-        return RerankResults(self[:k], warnings=self.warnings, method=self.method, windows=self.windows)
+        return RerankResults(
+            self[:k], warnings=self.warnings, method=self.method, windows=self.windows
+        )
 
     def by_id(self, doc_id: str) -> RerankResult:
         for r in self:

@@ -77,7 +77,9 @@ def _resolve_tokenizer(tokenizer: Any, proxy: Proxy) -> tuple[Any, str]:
         try:
             return AutoTokenizer.from_pretrained(tokenizer), tokenizer
         except OSError as exc:
-            raise InvalidInputError(f"tokenizer {tokenizer!r} is not available offline: {exc}") from exc
+            raise InvalidInputError(
+                f"tokenizer {tokenizer!r} is not available offline: {exc}"
+            ) from exc
     return tokenizer, str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
 
 
@@ -110,8 +112,12 @@ class Compressor:
         threads: int | None = None,
     ) -> None:
         if method not in METHODS:
-            raise InvalidInputError(f"unknown compress method {method!r}; valid: {', '.join(METHODS)}")
-        self.proxy = proxy if isinstance(proxy, Proxy) else load_proxy(proxy, dtype=dtype, threads=threads)
+            raise InvalidInputError(
+                f"unknown compress method {method!r}; valid: {', '.join(METHODS)}"
+            )
+        self.proxy = (
+            proxy if isinstance(proxy, Proxy) else load_proxy(proxy, dtype=dtype, threads=threads)
+        )
         self.method = method
         self.max_chunk_tokens = max_chunk_tokens
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
@@ -127,21 +133,34 @@ class Compressor:
 
     # -- scoring ---------------------------------------------------------------------------
 
-    def score_units(self, query: str, documents: Sequence[Document], units: Sequence[Unit]) -> tuple[np.ndarray, int]:
+    def score_units(
+        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, int]:
         """Keep scores in [0, 1] for ``units`` and the number of proxy chunks read."""
         if not units:
             return np.zeros(0), 0
         if self.method in PROBE_METHODS:
             spec = PROBE_METHODS[self.method]
             feats = sentence_features(
-                self.proxy, query, documents, units, attention=spec.attention, lexical=spec.lexical,
-                dense=spec.dense, rows=spec.rows, max_chunk_tokens=self.max_chunk_tokens,
+                self.proxy,
+                query,
+                documents,
+                units,
+                attention=spec.attention,
+                lexical=spec.lexical,
+                dense=spec.dense,
+                rows=spec.rows,
+                max_chunk_tokens=self.max_chunk_tokens,
             )
             assert self.probe is not None
             return self.probe.predict(feats.names, feats.matrix), feats.chunks
         if self.method == "focal":
-            return focal_scores(self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens), 1
-        block, _, chunks = attention_block(self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens)
+            return focal_scores(
+                self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
+            ), 1
+        block, _, chunks = attention_block(
+            self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
+        )
         mean = block.mean(axis=1)
         return 1.0 / (1.0 + np.exp(-mean)), chunks
 
@@ -182,7 +201,14 @@ class Compressor:
         docs, units = self._prepare(query, documents)
         scores, chunks = self.score_units(query, docs, units)
         return self._build(
-            docs, list(range(len(docs))), units, scores, chunks, budget, tokenizer, keep_order,
+            docs,
+            list(range(len(docs))),
+            units,
+            scores,
+            chunks,
+            budget,
+            tokenizer,
+            keep_order,
             self._entity_units(query, docs, units) if keep_entities else [],
         )
 
@@ -217,22 +243,42 @@ class Compressor:
             best[unit.doc] = max(best[unit.doc], float(score))
         ranked = sorted(range(len(docs)), key=lambda i: (-best[i], i))[:top_n]
         results = RerankResults(
-            [RerankResult(index=i, relevance_score=float(best[i]), raw_score=float(best[i]), document=docs[i]) for i in ranked],
+            [
+                RerankResult(
+                    index=i,
+                    relevance_score=float(best[i]),
+                    raw_score=float(best[i]),
+                    document=docs[i],
+                )
+                for i in ranked
+            ],
             method=f"{self.method}:max-sentence",
         )
         position = {d: n for n, d in enumerate(ranked)}
         keep = [k for k, u in enumerate(units) if u.doc in position]
         sub_units = [Unit(position[units[k].doc], units[k].start, units[k].end) for k in keep]
         compression = self._build(
-            [docs[i] for i in ranked], ranked, sub_units, scores[keep], chunks, budget, tokenizer, keep_order, []
+            [docs[i] for i in ranked],
+            ranked,
+            sub_units,
+            scores[keep],
+            chunks,
+            budget,
+            tokenizer,
+            keep_order,
+            [],
         )
         return results, compression
 
-    def _prepare(self, query: str, documents: str | Sequence[DocumentLike]) -> tuple[list[Document], list[Unit]]:
+    def _prepare(
+        self, query: str, documents: str | Sequence[DocumentLike]
+    ) -> tuple[list[Document], list[Unit]]:
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("query must be a non-empty string")
         docs = [Document(text=documents)] if isinstance(documents, str) else as_documents(documents)
-        units = [Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)]
+        units = [
+            Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
+        ]
         return docs, units
 
     def _build(
@@ -253,7 +299,14 @@ class Compressor:
         warnings: list[str] = []
         if not units:
             empty = tuple(
-                CompressedDocument(index=i, text="", kept_spans=(), sentence_scores=(), sentence_spans=(), document=doc)
+                CompressedDocument(
+                    index=i,
+                    text="",
+                    kept_spans=(),
+                    sentence_scores=(),
+                    sentence_spans=(),
+                    document=doc,
+                )
                 for i, doc in zip(indices, docs, strict=True)
             )
             return CompressionResult(
@@ -281,13 +334,23 @@ class Compressor:
         )
         limit = budget.token_limit(origin_tokens)
         ordered = sorted(kept) if keep_order else sorted(kept, key=lambda i: (-scores[i], i))
-        text = _context_text(docs, units, ordered) if keep_order else DOC_JOINER.join(
-            docs[units[i].doc].text[units[i].start : units[i].end] for i in ordered
+        text = (
+            _context_text(docs, units, ordered)
+            if keep_order
+            else DOC_JOINER.join(
+                docs[units[i].doc].text[units[i].start : units[i].end] for i in ordered
+            )
         )
         compressed_tokens = _count(tok, text)
         if limit is not None and compressed_tokens > limit:
-            reason = "forced entity sentences" if forced else "the best sentence alone is longer than the budget"
-            warnings.append(f"kept {compressed_tokens} tokens, over the budget of {limit}: {reason}")
+            reason = (
+                "forced entity sentences"
+                if forced
+                else "the best sentence alone is longer than the budget"
+            )
+            warnings.append(
+                f"kept {compressed_tokens} tokens, over the budget of {limit}: {reason}"
+            )
         per_doc = []
         for d, (index, doc) in enumerate(zip(indices, docs, strict=True)):
             members = [i for i in range(len(units)) if units[i].doc == d]
@@ -295,7 +358,9 @@ class Compressor:
             per_doc.append(
                 CompressedDocument(
                     index=index,
-                    text=_doc_text(doc.text, [units[i] for i in members], [units[i] for i in doc_kept]),
+                    text=_doc_text(
+                        doc.text, [units[i] for i in members], [units[i] for i in doc_kept]
+                    ),
                     kept_spans=tuple(
                         KeptSpan(
                             doc_index=index,
@@ -330,7 +395,9 @@ class Compressor:
         if not entities:
             return []
         return [
-            i for i, u in enumerate(units) if any(e in docs[u.doc].text[u.start : u.end].lower() for e in entities)
+            i
+            for i, u in enumerate(units)
+            if any(e in docs[u.doc].text[u.start : u.end].lower() for e in entities)
         ]
 
 

@@ -25,12 +25,26 @@ class Budget:
     value: float
 
     @classmethod
-    def from_args(cls, ratio: float | None, target_tokens: int | None, threshold: float | None) -> Budget:
-        given = [(k, v) for k, v in (("ratio", ratio), ("target_tokens", target_tokens), ("threshold", threshold)) if v is not None]
+    def from_args(
+        cls, ratio: float | None, target_tokens: int | None, threshold: float | None
+    ) -> Budget:
+        given = [
+            (k, v)
+            for k, v in (
+                ("ratio", ratio),
+                ("target_tokens", target_tokens),
+                ("threshold", threshold),
+            )
+            if v is not None
+        ]
         if len(given) != 1:
             raise InvalidInputError("give exactly one budget: ratio, target_tokens or threshold")
         kind, value = given[0]
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(float(value)):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or math.isnan(float(value))
+        ):
             raise InvalidInputError(f"{kind} must be a number")
         if kind == "ratio" and not 0 < value <= 1:
             raise InvalidInputError("ratio is the fraction of tokens kept and must be in (0, 1]")

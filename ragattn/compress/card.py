@@ -16,13 +16,23 @@ C_GRID = (0.01, 0.1, 1.0)
 
 
 def _save_table(path: Path, table: FeatureTable) -> None:
-    np.savez_compressed(path, names=np.asarray(table.names), x=table.x, y=table.y, groups=table.groups, sources=np.asarray(table.sources))
+    np.savez_compressed(
+        path,
+        names=np.asarray(table.names),
+        x=table.x,
+        y=table.y,
+        groups=table.groups,
+        sources=np.asarray(table.sources),
+    )
 
 
 def _load_table(path: Path) -> FeatureTable:
     with np.load(path, allow_pickle=False) as d:
         return FeatureTable(
-            names=tuple(str(n) for n in d["names"]), x=d["x"], y=d["y"], groups=d["groups"],
+            names=tuple(str(n) for n in d["names"]),
+            x=d["x"],
+            y=d["y"],
+            groups=d["groups"],
             sources=tuple(str(s) for s in d["sources"]),
         )
 
@@ -36,7 +46,9 @@ def _cv_r_precision(x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float) 
 
     scores = []
     for tr, te in GroupKFold(n_splits=5).split(x, y, groups):
-        model = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=2000, class_weight="balanced"))
+        model = make_pipeline(
+            StandardScaler(), LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
+        )
         model.fit(x[tr], y[tr])
         p = model.decision_function(x[te])
         for g in np.unique(groups[te]):
@@ -76,7 +88,11 @@ def fit_all(
         best = max(cv, key=lambda c: cv[c])
         probe = train(table, c=best, config={**flags, "rows": "last", "C": best}, **flags)
         probe.save(out_dir / f"{name}.npz")
-        rows.append(f"| {name} | {len(probe.names)} | {best} | " + " | ".join(f"{cv[c]:.3f}" for c in C_GRID) + " |")
+        rows.append(
+            f"| {name} | {len(probe.names)} | {best} | "
+            + " | ".join(f"{cv[c]:.3f}" for c in C_GRID)
+            + " |"
+        )
     card = "\n".join(
         [
             f"# Sentence probes for `{proxy.name}`",

@@ -49,11 +49,15 @@ class SentenceFeatures:
     chunks: int
 
 
-def _chunks(proxy: Proxy, documents: Sequence[Document], units: Sequence[Unit], budget: int) -> list[list[int]]:
+def _chunks(
+    proxy: Proxy, documents: Sequence[Document], units: Sequence[Unit], budget: int
+) -> list[list[int]]:
     """Group unit indices into chunks of whole sentences of at most ``budget`` tokens (in order)."""
     tok = proxy.tokenizer
     texts = [documents[u.doc].text[u.start : u.end] for u in units]
-    costs = [len(ids) + 1 for ids in tok(texts, add_special_tokens=False)["input_ids"]] if texts else []
+    costs = (
+        [len(ids) + 1 for ids in tok(texts, add_special_tokens=False)["input_ids"]] if texts else []
+    )
     chunks: list[list[int]] = [[]]
     used = 0
     for i, cost in enumerate(costs):
@@ -114,7 +118,11 @@ def attention_block(
                     continue
                 vals = share[:, span.start - ctx[0] : span.end - ctx[0]].mean(dim=1)
                 out[i, b * n_heads : (b + 1) * n_heads] = vals.numpy()
-    names = tuple(f"{kind}:L{l}H{h}" for kind in (["last", "query"] if rows == "both" else [rows]) for l, h in heads.pairs)
+    names = tuple(
+        f"{kind}:L{l}H{h}"
+        for kind in (["last", "query"] if rows == "both" else [rows])
+        for l, h in heads.pairs
+    )
     return np.log(out + EPS), names, len(chunks)
 
 
@@ -143,7 +151,9 @@ def dense_scores(query: str, sentences: Sequence[str]) -> np.ndarray:
     return np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
 
 
-def lexical_block(query: str, documents: Sequence[Document], units: Sequence[Unit], *, dense: bool) -> tuple[np.ndarray, tuple[str, ...]]:
+def lexical_block(
+    query: str, documents: Sequence[Document], units: Sequence[Unit], *, dense: bool
+) -> tuple[np.ndarray, tuple[str, ...]]:
     """Cheap features: BM25 share, MiniLM cosine (and its rank share), position and length."""
     texts = [documents[u.doc].text[u.start : u.end] for u in units]
     cols = [bm25_scores(query, texts)]

@@ -22,8 +22,19 @@ from ragattn.proxy import Proxy
 from ragattn.types import Document
 
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"^who (directed|wrote|composed|founded|painted|created|invented|produced|designed) (.+?)\??$", re.I), r"\2 was \1 by"),
-    (re.compile(r"^when was (.+?) (born|founded|released|built|published|established)\??$", re.I), r"\1 was \2 in"),
+    (
+        re.compile(
+            r"^who (directed|wrote|composed|founded|painted|created|invented|produced|designed) (.+?)\??$",
+            re.I,
+        ),
+        r"\2 was \1 by",
+    ),
+    (
+        re.compile(
+            r"^when was (.+?) (born|founded|released|built|published|established)\??$", re.I
+        ),
+        r"\1 was \2 in",
+    ),
     (re.compile(r"^where was (.+?) (born|founded|built)\??$", re.I), r"\1 was \2 in"),
     (re.compile(r"^where (is|are|was|were) (.+?)\??$", re.I), r"\2 \1 in"),
     (re.compile(r"^(?:who|what) (is|was|are|were) (.+?)\??$", re.I), r"\2 \1"),
@@ -41,7 +52,12 @@ def answer_prefix(question: str) -> str:
 
 
 def focal_scores(
-    proxy: Proxy, query: str, documents: Sequence[Document], units: Sequence[Unit], *, max_chunk_tokens: int = 2048
+    proxy: Proxy,
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    *,
+    max_chunk_tokens: int = 2048,
 ) -> np.ndarray:
     """Per-unit focal-token score in [0, 1] (see module docstring)."""
     engine = engine_for(proxy)

@@ -55,7 +55,9 @@ class Probe:
     @classmethod
     def load(cls, path: Path) -> Probe:
         if not path.is_file():
-            raise ConfigError(f"probe weights not found at {path}; train them with: ragattn probe train")
+            raise ConfigError(
+                f"probe weights not found at {path}; train them with: ragattn probe train"
+            )
         with np.load(path, allow_pickle=False) as data:
             return cls(
                 names=tuple(str(n) for n in data["names"]),
@@ -68,7 +70,12 @@ class Probe:
 
 
 def fit_probe(
-    names: tuple[str, ...], x: np.ndarray, y: np.ndarray, *, c: float = 0.1, config: Mapping[str, Any] | None = None
+    names: tuple[str, ...],
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    c: float = 0.1,
+    config: Mapping[str, Any] | None = None,
 ) -> Probe:
     """Fit a standardised, L2-regularised, class-balanced logistic regression."""
     from sklearn.linear_model import LogisticRegression

@@ -42,7 +42,9 @@ class LabelledExample:
     gold: tuple[tuple[tuple[int, int], ...], ...]
 
 
-def _shuffled(example: object, rng: random.Random, shuffle: float) -> tuple[list[Document], list[tuple[tuple[int, int], ...]]]:
+def _shuffled(
+    example: object, rng: random.Random, shuffle: float
+) -> tuple[list[Document], list[tuple[tuple[int, int], ...]]]:
     docs, gold = [], []
     for passage in example.passages:  # type: ignore[attr-defined]
         sentences = list(passage.sentences)
@@ -66,17 +68,33 @@ def _shuffled(example: object, rng: random.Random, shuffle: float) -> tuple[list
     return docs, gold
 
 
-def load_training(data_dir: Path, *, per_source: int, shuffle: float = 0.5, seed: int = 13) -> list[LabelledExample]:
+def load_training(
+    data_dir: Path, *, per_source: int, shuffle: float = 0.5, seed: int = 13
+) -> list[LabelledExample]:
     """Training examples from every source, ``per_source`` at most from each (deterministic)."""
     from ragattn.evaluation import datasets as ds
 
     rng = random.Random(seed)
     sources: list[tuple[str, Iterable[object]]] = [
-        ("hotpotqa-train", ds.load_hotpot(data_dir / "hotpotqa" / "hotpot_train_v1.1.sample100.shared.json")),
-        ("musique-train", ds.load_musique(data_dir / "musique" / "musique_ans_v1.0_train.sample100.jsonl")),
+        (
+            "hotpotqa-train",
+            ds.load_hotpot(data_dir / "hotpotqa" / "hotpot_train_v1.1.sample100.shared.json"),
+        ),
+        (
+            "musique-train",
+            ds.load_musique(data_dir / "musique" / "musique_ans_v1.0_train.sample100.jsonl"),
+        ),
         ("scifact-train", ds.load_scifact_rationales(data_dir / "scifact", split="train")),
-        ("squad-train", ds.load_squad(data_dir / "squad-v2" / "dev-v2.0.shared.json")[SQUAD_TRAIN_FROM:]),
-        ("2wiki-train", ds.load_2wiki(data_dir / "2wikimultihopqa" / "2wiki_dev_sample500.json")[TWOWIKI_TRAIN_FROM:]),
+        (
+            "squad-train",
+            ds.load_squad(data_dir / "squad-v2" / "dev-v2.0.shared.json")[SQUAD_TRAIN_FROM:],
+        ),
+        (
+            "2wiki-train",
+            ds.load_2wiki(data_dir / "2wikimultihopqa" / "2wiki_dev_sample500.json")[
+                TWOWIKI_TRAIN_FROM:
+            ],
+        ),
     ]
     out = []
     for name, examples in sources:
@@ -87,7 +105,11 @@ def load_training(data_dir: Path, *, per_source: int, shuffle: float = 0.5, seed
             if not any(p.supporting for p in ex.passages):  # type: ignore[attr-defined]
                 continue
             docs, gold = _shuffled(ex, rng, shuffle)
-            out.append(LabelledExample(source=name, question=ex.question, documents=tuple(docs), gold=tuple(gold)))  # type: ignore[attr-defined]
+            out.append(
+                LabelledExample(
+                    source=name, question=ex.question, documents=tuple(docs), gold=tuple(gold)
+                )
+            )  # type: ignore[attr-defined]
             taken += 1
     return out
 
@@ -114,7 +136,9 @@ class FeatureTable:
     sources: tuple[str, ...]
 
 
-def extract(proxy: Proxy, examples: Sequence[LabelledExample], *, rows: str = "last") -> FeatureTable:
+def extract(
+    proxy: Proxy, examples: Sequence[LabelledExample], *, rows: str = "last"
+) -> FeatureTable:
     """All feature blocks (attention, lexical, dense) for every example, with a progress bar."""
     xs, ys, gs, names = [], [], [], ()
     for g, ex in enumerate(tqdm(examples, desc="features", unit="q")):
@@ -125,24 +149,33 @@ def extract(proxy: Proxy, examples: Sequence[LabelledExample], *, rows: str = "l
         ys.append(labels)
         gs.append(np.full(len(units), g))
     return FeatureTable(
-        names=names, x=np.concatenate(xs), y=np.concatenate(ys), groups=np.concatenate(gs),
+        names=names,
+        x=np.concatenate(xs),
+        y=np.concatenate(ys),
+        groups=np.concatenate(gs),
         sources=tuple(ex.source for ex in examples),
     )
 
 
-def select_columns(table: FeatureTable, *, attention: bool, lexical: bool, dense: bool) -> tuple[tuple[str, ...], np.ndarray]:
+def select_columns(
+    table: FeatureTable, *, attention: bool, lexical: bool, dense: bool
+) -> tuple[tuple[str, ...], np.ndarray]:
     """The columns a probe method uses (attention blocks, lexical, dense), in table order."""
     dense_names = {"dense", "dense_gap"}
     keep = []
     for i, name in enumerate(table.names):
         is_attn = ":" in name
-        if (is_attn and attention) or (not is_attn and name in dense_names and dense) or (
-            not is_attn and name not in dense_names and lexical
+        if (
+            (is_attn and attention)
+            or (not is_attn and name in dense_names and dense)
+            or (not is_attn and name not in dense_names and lexical)
         ):
             keep.append(i)
     return tuple(table.names[i] for i in keep), table.x[:, keep]
 
 
-def train(table: FeatureTable, *, attention: bool, lexical: bool, dense: bool, c: float, config: dict) -> Probe:
+def train(
+    table: FeatureTable, *, attention: bool, lexical: bool, dense: bool, c: float, config: dict
+) -> Probe:
     names, x = select_columns(table, attention=attention, lexical=lexical, dense=dense)
     return fit_probe(names, x, table.y, c=c, config=config)

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import typer
 
-eval_app = typer.Typer(help="Evaluate reranking (nDCG@10) and compression (supporting-fact recall).")
+eval_app = typer.Typer(
+    help="Evaluate reranking (nDCG@10) and compression (supporting-fact recall)."
+)
 
 BASELINE_RANKERS = ("bm25", "minilm")
 
@@ -18,13 +20,19 @@ def _methods(value: str) -> list[str]:
 
 @eval_app.command("rerank")
 def eval_rerank(
-    candidates: Path | None = typer.Option(None, help="JSONL of queries with first-stage candidates (DL19 format)."),
+    candidates: Path | None = typer.Option(
+        None, help="JSONL of queries with first-stage candidates (DL19 format)."
+    ),
     qrels: Path | None = typer.Option(None, help="TREC qrels for --candidates."),
-    beir: Path | None = typer.Option(None, help="BEIR folder (corpus/queries/qrels); BM25 first stage built inside."),
+    beir: Path | None = typer.Option(
+        None, help="BEIR folder (corpus/queries/qrels); BM25 first stage built inside."
+    ),
     split: str = typer.Option("test", help="BEIR qrels split."),
     top_k: int = typer.Option(20, min=1, help="Rerank the first stage's top K."),
     limit: int | None = typer.Option(None, help="Evaluate only the first N queries."),
-    method: str = typer.Option("bm25,minilm,icr,icr-middle,icr-middle-reattn", help="Comma-separated systems."),
+    method: str = typer.Option(
+        "bm25,minilm,icr,icr-middle,icr-middle-reattn", help="Comma-separated systems."
+    ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     threads: int | None = typer.Option(None, help="torch threads."),
     out: Path | None = typer.Option(None, help="Write the report as JSON."),
@@ -77,10 +85,13 @@ DATASETS = ("2wiki", "hotpotqa", "squad", "scifact")
 def eval_compress(
     dataset: str = typer.Option(..., help=f"One of {', '.join(DATASETS)}."),
     path: Path = typer.Argument(..., help="The dataset file (or the SciFact folder)."),
-    budget: list[float] = typer.Option([0.2, 0.33], help="Fractions of context tokens kept (repeatable)."),
+    budget: list[float] = typer.Option(
+        [0.2, 0.33], help="Fractions of context tokens kept (repeatable)."
+    ),
     limit: int = typer.Option(200, min=1, help="Evaluate the first N questions."),
     method: str = typer.Option(
-        "random,position,bm25,minilm,attention-raw,focal,sentinel,lexical,fused", help="Comma-separated systems."
+        "random,position,bm25,minilm,attention-raw,focal,sentinel,lexical,fused",
+        help="Comma-separated systems.",
     ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     threads: int | None = typer.Option(None, help="torch threads."),
@@ -88,7 +99,12 @@ def eval_compress(
 ) -> None:
     """Supporting-fact recall at each budget, R-precision, answer retention, achieved ratio."""
     from ragattn.evaluation import baselines, datasets, harness
-    from ragattn.evaluation.systems import FeatureCache, FocalSystem, ProbeSystem, RawAttentionSystem
+    from ragattn.evaluation.systems import (
+        FeatureCache,
+        FocalSystem,
+        ProbeSystem,
+        RawAttentionSystem,
+    )
     from ragattn.proxy import load_proxy
 
     loaders = {
@@ -117,7 +133,9 @@ def eval_compress(
     if unknown:
         raise typer.BadParameter(f"unknown systems {unknown}; valid: {', '.join(factories)}")
     scorers = {m: factories[m]() for m in _methods(method)}
-    report = harness.evaluate_selection(examples, scorers, budgets=tuple(budget), tokenizer=loaded.tokenizer)
+    report = harness.evaluate_selection(
+        examples, scorers, budgets=tuple(budget), tokenizer=loaded.tokenizer
+    )
     typer.echo(f"{dataset}: {len(examples)} questions\n" + report.to_markdown())
     if out:
         out.write_text(json.dumps(report.to_dict(), indent=2))

@@ -76,8 +76,12 @@ class ProbeSystem:
 
     def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
         feats = self.cache.get(question, passages)
-        table = FeatureTable(names=feats.names, x=feats.matrix, y=np.zeros(0), groups=np.zeros(0), sources=())
-        names, x = select_columns(table, attention=self.spec.attention, lexical=self.spec.lexical, dense=self.spec.dense)
+        table = FeatureTable(
+            names=feats.names, x=feats.matrix, y=np.zeros(0), groups=np.zeros(0), sources=()
+        )
+        names, x = select_columns(
+            table, attention=self.spec.attention, lexical=self.spec.lexical, dense=self.spec.dense
+        )
         return _unflatten(self.probe.predict(names, x), passages)
 
 

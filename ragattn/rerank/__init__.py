@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.errors import InvalidInputError
 from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
 from ragattn.rerank.base import DocScores, Scorer
-from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.rerank.fusion import FusedScorer, RerankProfile, profile_path
 from ragattn.rerank.icr import AttentionMemo, IcrScorer
 from ragattn.types import DocumentLike, RerankResult, RerankResults, as_documents
@@ -21,9 +21,12 @@ ScorerFactory = Callable[[Proxy, AttentionMemo | None], Scorer]
 def _profile(proxy: Proxy) -> RerankProfile:
     return RerankProfile.load(profile_path(default_models_dir(), proxy_slug(proxy)))
 
+
 METHODS: dict[str, ScorerFactory] = {
     "icr": lambda p, m: IcrScorer(p, heads="all", name="icr", memo=m),
-    "icr-uncalibrated": lambda p, m: IcrScorer(p, heads="all", calibrate=False, name="icr-uncalibrated", memo=m),
+    "icr-uncalibrated": lambda p, m: IcrScorer(
+        p, heads="all", calibrate=False, name="icr-uncalibrated", memo=m
+    ),
     "icr-middle": lambda p, m: IcrScorer(p, heads="middle", name="icr-middle", memo=m),
     "icr-middle-reattn": lambda p, m: IcrScorer(
         p, heads="middle", idf=True, entropy_lambda=0.5, name="icr-middle-reattn", memo=m
@@ -33,7 +36,9 @@ METHODS: dict[str, ScorerFactory] = {
         p, heads=_profile(p).heads, idf=True, entropy_lambda=0.5, name="qrhead-reattn", memo=m
     ),
     "fused": lambda p, m: FusedScorer(p, _profile(p), attention=True, name="fused", memo=m),
-    "fused-no-attention": lambda p, m: FusedScorer(p, _profile(p), attention=False, name="fused-no-attention"),
+    "fused-no-attention": lambda p, m: FusedScorer(
+        p, _profile(p), attention=False, name="fused-no-attention"
+    ),
 }
 """Scoring methods by name; each factory builds a scorer on a loaded proxy."""
 
@@ -71,13 +76,19 @@ class Reranker:
         memo: AttentionMemo | None = None,
     ) -> None:
         if method not in METHODS:
-            raise InvalidInputError(f"unknown rerank method {method!r}; valid: {', '.join(sorted(METHODS))}")
+            raise InvalidInputError(
+                f"unknown rerank method {method!r}; valid: {', '.join(sorted(METHODS))}"
+            )
         self.proxy = resolve_proxy(proxy, dtype=dtype, threads=threads)
         self.method = method
         self.scorer = METHODS[method](self.proxy, memo)
 
     def score(
-        self, query: str, documents: Sequence[DocumentLike], *, first_stage_order: Sequence[int] | None = None
+        self,
+        query: str,
+        documents: Sequence[DocumentLike],
+        *,
+        first_stage_order: Sequence[int] | None = None,
     ) -> DocScores:
         """Scores aligned with ``documents`` (no sorting); see :meth:`rerank`."""
         query = validate_query(query)
@@ -86,7 +97,9 @@ class Reranker:
             raise InvalidInputError("documents must hold at least one document")
         order = list(range(len(docs))) if first_stage_order is None else list(first_stage_order)
         if sorted(order) != list(range(len(docs))):
-            raise InvalidInputError("first_stage_order must be a permutation of the document indices")
+            raise InvalidInputError(
+                "first_stage_order must be a permutation of the document indices"
+            )
         return self.scorer.score(query, docs, order)
 
     def rerank(
@@ -129,7 +142,9 @@ class Reranker:
         ]
         if top_n is not None:
             results = results[:top_n]
-        return RerankResults(results, warnings=scores.warnings, method=self.method, windows=scores.windows)
+        return RerankResults(
+            results, warnings=scores.warnings, method=self.method, windows=scores.windows
+        )
 
 
 __all__ = ["DEFAULT_METHOD", "METHODS", "Reranker"]

@@ -30,7 +30,9 @@ class Scorer(Protocol):
 
     name: str
 
-    def score(self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]) -> DocScores: ...
+    def score(
+        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]
+    ) -> DocScores: ...
 
 
 def sigmoid(x: np.ndarray) -> np.ndarray:

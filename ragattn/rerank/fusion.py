@@ -21,7 +21,13 @@ from ragattn.errors import ModelLoadError
 from ragattn.proxy import Proxy
 from ragattn.rerank.base import DocScores, sigmoid
 from ragattn.rerank.icr import AttentionMemo, WindowedAttention
-from ragattn.rerank.training import bm25_local, dense_local, fusion_features, head_masses, rank_prior
+from ragattn.rerank.training import (
+    bm25_local,
+    dense_local,
+    fusion_features,
+    head_masses,
+    rank_prior,
+)
 from ragattn.types import Document
 
 
@@ -34,7 +40,9 @@ class RerankProfile:
     @classmethod
     def load(cls, path: Path) -> RerankProfile:
         if not path.is_file():
-            raise ModelLoadError(f"no rerank profile at {path}; create it with: ragattn heads select")
+            raise ModelLoadError(
+                f"no rerank profile at {path}; create it with: ragattn heads select"
+            )
         data = json.loads(path.read_text())
         return cls(
             heads=HeadSet(tuple((int(l), int(h)) for l, h in data["heads"])),
@@ -65,13 +73,22 @@ class FusedScorer:
         self.profile = profile
         self.windows = WindowedAttention(proxy, profile.heads, memo=memo) if attention else None
 
-    def score(self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]) -> DocScores:
+    def score(
+        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]
+    ) -> DocScores:
         att = None
         warnings: list[str] = []
         windows = 1
         if self.windows is not None:
-            masses, windows, warnings = head_masses(self.windows, query, documents, first_stage_order)
+            masses, windows, warnings = head_masses(
+                self.windows, query, documents, first_stage_order
+            )
             att = masses.sum(axis=1)
-        x = fusion_features(att, bm25_local(query, documents), dense_local(query, documents), rank_prior(first_stage_order))
+        x = fusion_features(
+            att,
+            bm25_local(query, documents),
+            dense_local(query, documents),
+            rank_prior(first_stage_order),
+        )
         raw = x @ self.profile.coef[self.key] + self.profile.intercept[self.key]
         return DocScores(raw=raw, relevance=sigmoid(raw), windows=windows, warnings=tuple(warnings))

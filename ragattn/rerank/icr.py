@@ -65,7 +65,9 @@ def _heads_for(proxy: Proxy, heads: HeadSet | str) -> HeadSet:
         return HeadSet.from_layers(layers, proxy.num_heads)
     if heads == "middle":
         lo, hi = int(0.35 * proxy.num_layers), int(0.65 * proxy.num_layers)
-        layers = [l for l in proxy.full_attention_layers() if lo <= l <= hi] or list(proxy.full_attention_layers())
+        layers = [l for l in proxy.full_attention_layers() if lo <= l <= hi] or list(
+            proxy.full_attention_layers()
+        )
         return HeadSet.from_layers(layers, proxy.num_heads)
     raise InvalidInputError(f"unknown head set {heads!r}; use 'all', 'middle' or a HeadSet")
 
@@ -124,7 +126,9 @@ class WindowedAttention:
         self.max_doc_tokens = max_doc_tokens
         self.memo = memo
 
-    def _truncate(self, documents: Sequence[Document]) -> tuple[list[Document], list[int], list[str]]:
+    def _truncate(
+        self, documents: Sequence[Document]
+    ) -> tuple[list[Document], list[int], list[str]]:
         tok = self.proxy.tokenizer
         out, counts, warnings = [], [], []
         for i, doc in enumerate(documents):
@@ -138,7 +142,9 @@ class WindowedAttention:
                     f"document {i} truncated to its first {self.max_doc_tokens} proxy tokens for scoring "
                     f"({n} tokens); it is returned whole"
                 )
-                doc = Document(text=doc.text[:text_cut], id=doc.id, title=doc.title, metadata=doc.metadata)
+                doc = Document(
+                    text=doc.text[:text_cut], id=doc.id, title=doc.title, metadata=doc.metadata
+                )
                 n = self.max_doc_tokens
             out.append(doc)
             counts.append(n + 8)
@@ -153,8 +159,13 @@ class WindowedAttention:
             return self._run(query, documents, prompt_order, self.heads)
         superset = _heads_for(self.proxy, "all")
         key = (
-            query, tuple((d.title, d.text) for d in documents), tuple(prompt_order),
-            self.calibrate, self.instruction, self.max_window_tokens, self.max_doc_tokens,
+            query,
+            tuple((d.title, d.text) for d in documents),
+            tuple(prompt_order),
+            self.calibrate,
+            self.instruction,
+            self.max_window_tokens,
+            self.max_doc_tokens,
         )
         found = self.memo.get(key)
         if found is None:
@@ -162,7 +173,10 @@ class WindowedAttention:
             self.memo.put(key, found)
         rows = torch.tensor([superset.pairs.index(p) for p in self.heads.pairs], dtype=torch.long)
         windows, warnings = found
-        return [WindowAttention(prompt=w.prompt, delta=w.delta.index_select(0, rows), docs=w.docs) for w in windows], list(warnings)
+        return [
+            WindowAttention(prompt=w.prompt, delta=w.delta.index_select(0, rows), docs=w.docs)
+            for w in windows
+        ], list(warnings)
 
     def _run(
         self, query: str, documents: Sequence[Document], prompt_order: Sequence[int], heads: HeadSet
@@ -184,7 +198,9 @@ class WindowedAttention:
         results = [self._window(query, docs, w, heads) for w in windows]
         return results, warnings
 
-    def _window(self, query: str, docs: Sequence[Document], order: Sequence[int], heads: HeadSet) -> WindowAttention:
+    def _window(
+        self, query: str, docs: Sequence[Document], order: Sequence[int], heads: HeadSet
+    ) -> WindowAttention:
         family = self.proxy.chat_family
         pieces = rerank_pieces(query, docs, order, family=family, instruction=self.instruction)
         real = assemble(pieces, self.proxy.tokenizer)
@@ -278,7 +294,12 @@ class IcrScorer:
     ) -> None:
         self.name = name
         self.windows = WindowedAttention(
-            proxy, heads, calibrate=calibrate, instruction=instruction, max_window_tokens=max_window_tokens, memo=memo
+            proxy,
+            heads,
+            calibrate=calibrate,
+            instruction=instruction,
+            max_window_tokens=max_window_tokens,
+            memo=memo,
         )
         self.mask_sigma = mask_sigma
         self.idf = idf
@@ -288,11 +309,15 @@ class IcrScorer:
     def heads(self) -> HeadSet:
         return self.windows.heads
 
-    def score(self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]) -> DocScores:
+    def score(
+        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]
+    ) -> DocScores:
         prompt_order = list(reversed(first_stage_order))
         windows, warnings = self.windows.run(query, documents, prompt_order)
         raw = np.zeros(len(documents), dtype=np.float64)
-        query_ids = set(self.windows.proxy.tokenizer(query.lower(), add_special_tokens=False)["input_ids"])
+        query_ids = set(
+            self.windows.proxy.tokenizer(query.lower(), add_special_tokens=False)["input_ids"]
+        )
         query_ids |= set(self.windows.proxy.tokenizer(query, add_special_tokens=False)["input_ids"])
         for win in windows:
             per_token = win.delta.sum(dim=0).numpy().astype(np.float64)

@@ -46,20 +46,36 @@ def load_rerank_training(data_dir: Path, per_source: int, seed: int = 7) -> list
 
     rng = random.Random(seed)
     sources = [
-        ("hotpotqa-train", ds.load_hotpot(data_dir / "hotpotqa" / "hotpot_train_v1.1.sample100.shared.json")),
-        ("musique-train", ds.load_musique(data_dir / "musique" / "musique_ans_v1.0_train.sample100.jsonl")),
-        ("2wiki-train", ds.load_2wiki(data_dir / "2wikimultihopqa" / "2wiki_dev_sample500.json")[TWOWIKI_TRAIN_FROM:]),
+        (
+            "hotpotqa-train",
+            ds.load_hotpot(data_dir / "hotpotqa" / "hotpot_train_v1.1.sample100.shared.json"),
+        ),
+        (
+            "musique-train",
+            ds.load_musique(data_dir / "musique" / "musique_ans_v1.0_train.sample100.jsonl"),
+        ),
+        (
+            "2wiki-train",
+            ds.load_2wiki(data_dir / "2wikimultihopqa" / "2wiki_dev_sample500.json")[
+                TWOWIKI_TRAIN_FROM:
+            ],
+        ),
     ]
     out = []
     for name, examples in sources:
         for ex in list(examples)[:per_source]:
-            pairs = [(Document(text=p.text, title=p.title or None), int(p.is_gold)) for p in ex.passages]
+            pairs = [
+                (Document(text=p.text, title=p.title or None), int(p.is_gold)) for p in ex.passages
+            ]
             if not any(label for _, label in pairs):
                 continue
             rng.shuffle(pairs)
             out.append(
                 RerankExample(
-                    source=name, query=ex.question, documents=tuple(d for d, _ in pairs), labels=tuple(l for _, l in pairs)
+                    source=name,
+                    query=ex.question,
+                    documents=tuple(d for d, _ in pairs),
+                    labels=tuple(l for _, l in pairs),
                 )
             )
     return out
@@ -107,7 +123,9 @@ def rank_prior(order: Sequence[int]) -> np.ndarray:
     return prior
 
 
-def fusion_features(attention: np.ndarray | None, bm25: np.ndarray, dense: np.ndarray, prior: np.ndarray) -> np.ndarray:
+def fusion_features(
+    attention: np.ndarray | None, bm25: np.ndarray, dense: np.ndarray, prior: np.ndarray
+) -> np.ndarray:
     cols = [zscore(bm25), zscore(dense), zscore(prior)]
     if attention is not None:
         cols.insert(0, zscore(attention))
@@ -132,7 +150,9 @@ class RerankTable:
 
 
 def extract(proxy: Proxy, examples: Sequence[RerankExample]) -> RerankTable:
-    windows = WindowedAttention(proxy, HeadSet.from_layers(proxy.full_attention_layers(), proxy.num_heads))
+    windows = WindowedAttention(
+        proxy, HeadSet.from_layers(proxy.full_attention_layers(), proxy.num_heads)
+    )
     table = RerankTable(masses=[], bm25=[], dense=[], prior=[], labels=[])
     for ex in tqdm(examples, desc="rerank features", unit="q"):
         bm25 = bm25_local(ex.query, ex.documents)
@@ -145,7 +165,9 @@ def extract(proxy: Proxy, examples: Sequence[RerankExample]) -> RerankTable:
     return table
 
 
-def select_heads(table: RerankTable, heads: HeadSet, k: int) -> tuple[list[tuple[int, int]], list[float]]:
+def select_heads(
+    table: RerankTable, heads: HeadSet, k: int
+) -> tuple[list[tuple[int, int]], list[float]]:
     """Top-``k`` heads by mean nDCG of ranking each question's paragraphs with that head alone."""
     per_head = np.zeros(len(heads))
     for masses, labels in zip(table.masses, table.labels, strict=True):
@@ -156,15 +178,21 @@ def select_heads(table: RerankTable, heads: HeadSet, k: int) -> tuple[list[tuple
     return [heads.pairs[i] for i in top], [float(per_head[i]) for i in top]
 
 
-def fit_fusion(table: RerankTable, head_index: Sequence[int], *, attention: bool) -> tuple[np.ndarray, float]:
+def fit_fusion(
+    table: RerankTable, head_index: Sequence[int], *, attention: bool
+) -> tuple[np.ndarray, float]:
     from sklearn.linear_model import LogisticRegression
 
     xs, ys = [], []
-    for masses, bm25, dense, prior, labels in zip(table.masses, table.bm25, table.dense, table.prior, table.labels, strict=True):
+    for masses, bm25, dense, prior, labels in zip(
+        table.masses, table.bm25, table.dense, table.prior, table.labels, strict=True
+    ):
         att = masses[:, list(head_index)].sum(axis=1) if attention else None
         xs.append(fusion_features(att, bm25, dense, prior))
         ys.append(labels)
-    model = LogisticRegression(C=1.0, max_iter=1000, class_weight="balanced").fit(np.concatenate(xs), np.concatenate(ys))
+    model = LogisticRegression(C=1.0, max_iter=1000, class_weight="balanced").fit(
+        np.concatenate(xs), np.concatenate(ys)
+    )
     return model.coef_[0], float(model.intercept_[0])
 
 

@@ -93,5 +93,3 @@ class GatedReranker:
 @pytest.fixture
 def gated(reranker: Any) -> GatedReranker:
     return GatedReranker(reranker)
-
-

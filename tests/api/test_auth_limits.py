@@ -46,7 +46,13 @@ async def test_every_route_needs_a_key_except_the_allowlist(
                     assert resp.json()["error_type"] == "unauthorized"
                     assert resp.headers["www-authenticate"] == "Bearer"
     # The walk must really have covered the model routes and the probes.
-    assert {"POST /v2/rerank", "POST /v1/rerank", "POST /rerank", "POST /v1/compress", "GET /health"} <= checked
+    assert {
+        "POST /v2/rerank",
+        "POST /v1/rerank",
+        "POST /rerank",
+        "POST /v1/compress",
+        "GET /health",
+    } <= checked
 
 
 async def test_keys_are_checked(make_app: Callable[..., Litestar]) -> None:

@@ -56,8 +56,6 @@ def compressor(proxy: Any) -> Any:
     return Compressor(proxy, method="focal")
 
 
-
-
 @pytest.fixture(scope="session")
 def server_url(reranker: Any, compressor: Any, live_server: Any) -> Iterator[str]:
     """A live service (API key required) over the session's engines."""

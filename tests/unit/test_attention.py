@@ -32,7 +32,9 @@ def test_rows_equal_eager_all_heads(proxy):
     engine = engine_for(proxy)
     cap = engine.capture(ids, rows, HeadSet.all(proxy.num_layers, proxy.num_heads), reduce="none")
     ref = eager_rows(proxy, ids, rows)
-    assert cap.weights.shape == ref.shape == (proxy.num_layers * proxy.num_heads, len(rows), len(ids))
+    assert (
+        cap.weights.shape == ref.shape == (proxy.num_layers * proxy.num_heads, len(rows), len(ids))
+    )
     assert (cap.weights - ref).abs().max().item() <= 1e-4
     assert torch.allclose(cap.weights.sum(-1), torch.ones(cap.weights.shape[:2]), atol=1e-4)
 
@@ -75,7 +77,10 @@ def test_kv_reuse_equals_full_second_pass(proxy):
     rows_r = list(range(n_prefix, len(real)))
     rows_t = list(range(n_prefix, len(twin)))
     reused = engine.capture_shared_prefix(
-        real[:n_prefix], [(real[n_prefix:], rows_r), (twin[n_prefix:], rows_t)], heads, reduce="none"
+        real[:n_prefix],
+        [(real[n_prefix:], rows_r), (twin[n_prefix:], rows_t)],
+        heads,
+        reduce="none",
     )
     full_r = engine.capture(real, rows_r, heads, reduce="none")
     full_t = engine.capture(twin, rows_t, heads, reduce="none")

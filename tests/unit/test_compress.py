@@ -91,7 +91,10 @@ def test_threshold_keeps_at_least_one(compressor):
 
 def test_keep_order_false_puts_best_first(compressor):
     result = compressor.compress(QUERY, DOCS, ratio=0.5, keep_order=False)
-    scores = [s.score for s in sorted(result.kept_spans, key=lambda s: result.compressed_text.find(s.text))]
+    scores = [
+        s.score
+        for s in sorted(result.kept_spans, key=lambda s: result.compressed_text.find(s.text))
+    ]
     assert scores == sorted(scores, reverse=True)
 
 
@@ -103,15 +106,29 @@ def test_edge_inputs_behave(compressor):
     assert single.warnings  # the one sentence is longer than 10 % of the tokens: said, not hidden
     unanswerable = compressor.compress("What is the colour of Napoleon's cat?", DOCS, ratio=0.3)
     assert len(unanswerable.kept_spans) >= 1
-    german = compressor.compress("Wann wurde der Turm gebaut?", "Der Turm steht in Paris. Er wurde 1889 gebaut.", ratio=0.6)
-    assert german.compressed_text in ("Er wurde 1889 gebaut.", "Der Turm steht in Paris.", "Der Turm steht in Paris. Er wurde 1889 gebaut.")
-    chinese = compressor.compress("埃菲尔铁塔在哪里？", "埃菲尔铁塔位于法国巴黎。香蕉生长在热带地区。", ratio=0.6)
-    assert chinese.kept_spans and all(s.text in "埃菲尔铁塔位于法国巴黎。香蕉生长在热带地区。" for s in chinese.kept_spans)
+    german = compressor.compress(
+        "Wann wurde der Turm gebaut?", "Der Turm steht in Paris. Er wurde 1889 gebaut.", ratio=0.6
+    )
+    assert german.compressed_text in (
+        "Er wurde 1889 gebaut.",
+        "Der Turm steht in Paris.",
+        "Der Turm steht in Paris. Er wurde 1889 gebaut.",
+    )
+    chinese = compressor.compress(
+        "埃菲尔铁塔在哪里？", "埃菲尔铁塔位于法国巴黎。香蕉生长在热带地区。", ratio=0.6
+    )
+    assert chinese.kept_spans and all(
+        s.text in "埃菲尔铁塔位于法国巴黎。香蕉生长在热带地区。" for s in chinese.kept_spans
+    )
 
 
 def test_entities_can_be_forced(compressor):
     result = compressor.compress("Who built the Eiffel Tower?", DOCS, ratio=0.1, keep_entities=True)
-    assert all("Eiffel" in s.text for s in result.kept_spans if s.score < max(x.score for x in result.kept_spans))
+    assert all(
+        "Eiffel" in s.text
+        for s in result.kept_spans
+        if s.score < max(x.score for x in result.kept_spans)
+    )
     assert any("Eiffel" in s.text for s in result.kept_spans)
 
 
@@ -119,7 +136,10 @@ def test_entities_can_be_forced(compressor):
     ("kwargs", "message"),
     [
         ({}, "give exactly one budget: ratio, target_tokens or threshold"),
-        ({"ratio": 0.5, "target_tokens": 10}, "give exactly one budget: ratio, target_tokens or threshold"),
+        (
+            {"ratio": 0.5, "target_tokens": 10},
+            "give exactly one budget: ratio, target_tokens or threshold",
+        ),
         ({"ratio": 0.0}, "ratio is the fraction of tokens kept and must be in (0, 1]"),
         ({"ratio": 1.5}, "ratio is the fraction of tokens kept and must be in (0, 1]"),
         ({"target_tokens": 0}, "target_tokens must be a positive integer"),
@@ -141,7 +161,9 @@ def test_empty_query_and_unknown_method(proxy, compressor):
 
 def test_select_skips_misfits_and_rechecks():
     budget = Budget.from_args(None, 10, None)
-    kept = select([0.9, 0.8, 0.7], [8, 5, 2], budget, 100, lambda ids: sum([8, 5, 2][i] for i in ids))
+    kept = select(
+        [0.9, 0.8, 0.7], [8, 5, 2], budget, 100, lambda ids: sum([8, 5, 2][i] for i in ids)
+    )
     assert kept == [0, 2]  # 1 does not fit after 0; 2 still does
     over = select([0.9, 0.8], [4, 4], budget, 100, lambda ids: 11 if len(ids) == 2 else 4)
     assert over == [0]  # joined text re-counted over budget: the lowest score is dropped
@@ -172,7 +194,9 @@ def test_rerank_and_compress_from_one_pass(compressor):
     assert [d.index for d in out.documents] == [r.index for r in ranked]
     for cdoc in out.documents:
         assert all(span.doc_index == cdoc.index for span in cdoc.kept_spans)
-        assert max(cdoc.sentence_scores) == pytest.approx(next(r.raw_score for r in ranked if r.index == cdoc.index))
+        assert max(cdoc.sentence_scores) == pytest.approx(
+            next(r.raw_score for r in ranked if r.index == cdoc.index)
+        )
     assert out.compressed_tokens <= math.floor(0.5 * out.origin_tokens)
     with pytest.raises(InvalidInputError, match="documents must hold at least one document"):
         compressor.rerank_and_compress(QUERY, [], ratio=0.5)

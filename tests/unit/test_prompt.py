@@ -40,14 +40,18 @@ def test_document_spans_decode_to_their_text(proxy, family):
 
 
 def test_duplicate_documents_get_distinct_spans(proxy):
-    prompt = assemble(rerank_pieces("q", DOCS, list(range(len(DOCS))), family="chatml"), proxy.tokenizer)
+    prompt = assemble(
+        rerank_pieces("q", DOCS, list(range(len(DOCS))), family="chatml"), proxy.tokenizer
+    )
     a, b = prompt.document(3).tokens, prompt.document(4).tokens
     assert a.end <= b.start
     assert prompt.input_ids[a.start + 3 : a.end] == prompt.input_ids[b.start + 3 : b.end]
 
 
 def test_sentence_spans_inside_documents(proxy):
-    doc = Document(text="First sentence here. Second one! Third, with 3.5 numbers. First sentence here.")
+    doc = Document(
+        text="First sentence here. Second one! Third, with 3.5 numbers. First sentence here."
+    )
     prompt = assemble(sentinel_pieces("what?", [doc]), proxy.tokenizer)
     starts = [0, 21, 33, 58]
     ends = [20, 32, 57, len(doc.text)]
@@ -61,7 +65,9 @@ def test_query_span_and_twin_prefix(proxy):
     pieces = rerank_pieces("Which city is the capital?", DOCS, [5, 4, 3, 2, 1, 0], family="chatml")
     real = assemble(pieces, proxy.tokenizer)
     twin = assemble(with_query(pieces, "N/A"), proxy.tokenizer)
-    assert real.text.endswith("Query: Which city is the capital?<|im_end|>\n<|im_start|>assistant\n")
+    assert real.text.endswith(
+        "Query: Which city is the capital?<|im_end|>\n<|im_start|>assistant\n"
+    )
     assert twin.text.endswith("Query: N/A<|im_end|>\n<|im_start|>assistant\n")
     assert decoded(proxy, real, real.query_span).startswith("Please find information")
     assert real.query_span.end == len(real.input_ids)

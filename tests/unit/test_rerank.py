@@ -71,8 +71,18 @@ def test_ties_keep_input_order(reranker):
         ("   ", DOCS, None, "query must be a non-empty string"),
         (QUERY, [], None, "documents must hold at least one document"),
         (QUERY, DOCS, 0, "top_n must be a positive integer"),
-        (QUERY, [123], None, "documents[0] must be a string or an object with a 'text' field, got int"),
-        (QUERY, "a string", None, "documents must be a list of strings or objects, not a single string"),
+        (
+            QUERY,
+            [123],
+            None,
+            "documents[0] must be a string or an object with a 'text' field, got int",
+        ),
+        (
+            QUERY,
+            "a string",
+            None,
+            "documents must be a list of strings or objects, not a single string",
+        ),
     ],
 )
 def test_bad_input_is_a_clear_error(reranker, query, docs, top_n, message):

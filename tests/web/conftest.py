@@ -44,8 +44,6 @@ def compressor(proxy: Any) -> Any:
     return Compressor(proxy, method="focal")
 
 
-
-
 def chromium_path() -> str:
     """``RAGATTN_CHROMIUM`` or the first Chromium on PATH; fails the test when there is none."""
     explicit = os.environ.get("RAGATTN_CHROMIUM")
