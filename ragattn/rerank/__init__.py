@@ -42,7 +42,11 @@ METHODS: dict[str, ScorerFactory] = {
 }
 """Scoring methods by name; each factory builds a scorer on a loaded proxy."""
 
-DEFAULT_METHOD = "icr"
+DEFAULT_METHOD = "fused-no-attention"
+"""The best measured configuration (BENCHMARKS.md §2, DL19 top-20 nDCG@10): the learned fusion of
+candidate-local BM25, MiniLM and the first-stage rank, 0.5934, against 0.5411 with the QRHead
+attention feature added and 0.5020 for calibrated ICR. At 135M the attention signal does not pay
+on DL19 yet; the attention methods stay selectable by name."""
 
 
 def resolve_proxy(proxy: str | Proxy, **load_kwargs: Any) -> Proxy:

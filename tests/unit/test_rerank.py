@@ -120,3 +120,19 @@ def test_windows_split_long_lists_and_report_it(proxy):
     scores = scorer.score("topic 3", [Document(text=t) for t in long_docs], list(range(6)))
     assert scores.windows > 1
     assert any("windows" in w for w in scores.warnings)
+
+
+@pytest.mark.parametrize("method", ["fused", "fused-no-attention", "qrhead"])
+def test_learned_profile_methods_rank_the_relevant_document_first(proxy, method):
+    results = Reranker(proxy, method=method).rerank(QUERY, DOCS)
+    assert results[0].index == 2
+    assert sorted(r.index for r in results) == [0, 1, 2, 3]
+    assert all(0.0 <= r.relevance_score <= 1.0 for r in results)
+
+
+def test_missing_profile_names_the_command(proxy, tmp_path):
+    from ragattn.errors import ModelLoadError
+    from ragattn.rerank.fusion import RerankProfile
+
+    with pytest.raises(ModelLoadError, match="ragattn heads select"):
+        RerankProfile.load(tmp_path / "rerank-profile.json")
