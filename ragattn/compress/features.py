@@ -69,6 +69,22 @@ def _chunks(
     return [c for c in chunks if c]
 
 
+def chunk_context(
+    documents: Sequence[Document], units: Sequence[Unit], chunk: Sequence[int]
+) -> tuple[list[Document], dict[int, tuple[int, int]]]:
+    """The sub-documents a chunk reads: per document, the text from its first to its last unit in
+    the chunk (original text between them kept, so spans stay exact). Returns them and, per input
+    document, ``(sub-document index, character offset of the sub-document in the original)``."""
+    sub_docs: list[Document] = []
+    offsets: dict[int, tuple[int, int]] = {}
+    for d in sorted({units[i].doc for i in chunk}):
+        members = [units[i] for i in chunk if units[i].doc == d]
+        lo, hi = members[0].start, members[-1].end
+        offsets[d] = (len(sub_docs), lo)
+        sub_docs.append(Document(text=documents[d].text[lo:hi]))
+    return sub_docs, offsets
+
+
 def attention_block(
     proxy: Proxy,
     query: str,
@@ -86,15 +102,7 @@ def attention_block(
     out = np.zeros((len(units), n_heads * blocks), dtype=np.float64)
     chunks = _chunks(proxy, documents, units, max_chunk_tokens)
     for chunk in chunks:
-        # Each chunk is a context of sub-documents: the chunk's sentences of each document, kept
-        # with the original text between them so spans stay exact.
-        docs_in = sorted({units[i].doc for i in chunk})
-        sub_docs, offsets = [], {}
-        for d in docs_in:
-            members = [units[i] for i in chunk if units[i].doc == d]
-            lo, hi = members[0].start, members[-1].end
-            offsets[d] = (len(sub_docs), lo)
-            sub_docs.append(Document(text=documents[d].text[lo:hi]))
+        sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs), proxy.tokenizer)
         ctx = (built.document(0).tokens.start, built.document(len(sub_docs) - 1).tokens.end)
         last = len(built.input_ids) - 1

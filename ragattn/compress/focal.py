@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragattn.attention import HeadSet, engine_for
-from ragattn.compress.features import Unit, _chunks
+from ragattn.compress.features import Unit, _chunks, chunk_context
 from ragattn.prompt import assemble, sentinel_pieces
 from ragattn.proxy import Proxy
 from ragattn.types import Document
@@ -65,12 +65,7 @@ def focal_scores(
     scores = np.zeros(len(units), dtype=np.float64)
     prefix = answer_prefix(query)
     for chunk in _chunks(proxy, documents, units, max_chunk_tokens):
-        docs_in = sorted({units[i].doc for i in chunk})
-        sub_docs, offsets = [], {}
-        for d in docs_in:
-            members = [units[i] for i in chunk if units[i].doc == d]
-            offsets[d] = (len(sub_docs), members[0].start)
-            sub_docs.append(Document(text=documents[d].text[members[0].start : members[-1].end]))
+        sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs, answer_prefix=prefix), proxy.tokenizer)
         cap = engine.capture(built.input_ids, [len(built.input_ids) - 1], heads, reduce="mean")
         per_layer = cap.weights[:, 0, :].reshape(proxy.num_layers, proxy.num_heads, -1).mean(dim=1)

@@ -200,3 +200,11 @@ def test_rerank_and_compress_from_one_pass(compressor):
     assert out.compressed_tokens <= math.floor(0.5 * out.origin_tokens)
     with pytest.raises(InvalidInputError, match="documents must hold at least one document"):
         compressor.rerank_and_compress(QUERY, [], ratio=0.5)
+
+
+def test_long_context_is_read_in_chunks_and_says_so(proxy):
+    long_docs = [" ".join(f"Sentence {i} of document {d} mentions topic {i}." for i in range(12)) for d in range(3)]
+    result = Compressor(proxy, method="focal", max_chunk_tokens=64).compress("topic 7", long_docs, ratio=0.2)
+    assert any("chunks" in w for w in result.warnings)
+    assert_exact_substrings(result, long_docs)
+    assert all(len(d.sentence_scores) == 12 for d in result.documents)
