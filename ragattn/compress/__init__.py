@@ -157,7 +157,7 @@ class Compressor:
         if self.method == "focal":
             return focal_scores(
                 self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
-            ), 1
+            )
         block, _, chunks = attention_block(
             self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
         )

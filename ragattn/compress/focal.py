@@ -58,13 +58,14 @@ def focal_scores(
     units: Sequence[Unit],
     *,
     max_chunk_tokens: int = 2048,
-) -> np.ndarray:
-    """Per-unit focal-token score in [0, 1] (see module docstring)."""
+) -> tuple[np.ndarray, int]:
+    """Per-unit focal-token score in [0, 1] (see module docstring) and the number of chunks read."""
     engine = engine_for(proxy)
     heads = HeadSet.all(proxy.num_layers, proxy.num_heads)
     scores = np.zeros(len(units), dtype=np.float64)
     prefix = answer_prefix(query)
-    for chunk in _chunks(proxy, documents, units, max_chunk_tokens):
+    chunks = _chunks(proxy, documents, units, max_chunk_tokens)
+    for chunk in chunks:
         sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs, answer_prefix=prefix), proxy.tokenizer)
         cap = engine.capture(built.input_ids, [len(built.input_ids) - 1], heads, reduce="mean")
@@ -76,4 +77,4 @@ def focal_scores(
             if len(span):
                 scores[i] = float(token_score[span.as_slice()].max())
     top = scores.max() if len(scores) else 0.0
-    return scores / top if top > 0 else scores
+    return (scores / top if top > 0 else scores), len(chunks)

@@ -105,4 +105,4 @@ class FocalSystem:
 
     def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
         docs, units = _documents(passages)
-        return _unflatten(focal_scores(self.proxy, question, docs, units), passages)
+        return _unflatten(focal_scores(self.proxy, question, docs, units)[0], passages)
