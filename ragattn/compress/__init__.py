@@ -60,8 +60,8 @@ PROBE_METHODS: dict[str, ProbeMethod] = {
 UNTRAINED_METHODS = ("focal", "attention-raw")
 METHODS = tuple(sorted([*PROBE_METHODS, *UNTRAINED_METHODS]))
 DEFAULT_METHOD = "lexical"
-"""The best measured method (BENCHMARKS.md §3: mean recall@20 % over 2Wiki and HotpotQA, lexical
-0.586 vs fused 0.564 with probes trained on 80 questions); revisit when the probes are retrained."""
+"""The best measured method (BENCHMARKS.md §3: mean recall@20 % over 2Wiki-200 and HotpotQA, lexical
+0.599 vs fused 0.577 with probes trained on 80 questions); revisit when the probes are retrained."""
 
 
 def probe_path(models_dir: Path, proxy: Proxy, method: str) -> Path:
