@@ -43,6 +43,12 @@ class NotReadyError(RagattnError):
     error_type = "not_ready"
 
 
+class GeneratorError(RagattnError):
+    """The answer generator failed (unreachable endpoint, timeout, HTTP error, malformed reply)."""
+
+    error_type = "generator_error"
+
+
 class ConfigError(RagattnError):
     """A setting is missing or invalid."""
 
@@ -63,6 +69,7 @@ class MissingDependencyError(RagattnError, ImportError):
 
 __all__ = [
     "ConfigError",
+    "GeneratorError",
     "InputTooLargeError",
     "InvalidInputError",
     "MissingDependencyError",

@@ -1,0 +1,520 @@
+"""The end-to-end RAG pipeline: retrieve -> rerank -> compress -> cache lookup -> generate.
+
+::
+
+    pipeline = RAGPipeline(Index.load("my-index"), reranker=Reranker(proxy),
+                           compressor=Compressor(proxy), generator=LocalGenerator(proxy),
+                           cache=MemoryCache())
+    result = pipeline.ask("who designed the Eiffel Tower?")
+    result.answer.text, result.sources[0].relevance_score, result.ratio, result.timings.total
+
+Every stage but retrieval and generation can be switched off: ``reranker=None`` keeps the
+first-stage order, ``compressor=None`` passes whole passages, ``cache=None`` always generates.
+Per call, :class:`PipelineOptions` also switch rerank and compression off.
+
+The cache sits in front of the generator only: its key is a sha256 over the generator's
+identity, the options, the index hash, the question and the exact, ordered context, so a hit is
+the answer the generator gave for that very prompt. Retrieval, reranking and compression always
+run (they are cheap next to a generator and their results are reported).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, TypeVar
+
+from ragattn.cache import Cache, cache_key
+from ragattn.errors import InvalidInputError
+from ragattn.generate import GeneratedAnswer, Generator
+from ragattn.retrieve.corpus import Hit
+from ragattn.types import Document, KeptSpan
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+ContextOrder = Literal["best_first", "best_last", "edges"]
+ORDERS: tuple[ContextOrder, ...] = ("best_first", "best_last", "edges")
+DEFAULT_ORDER: ContextOrder = "best_first"
+"""Measured default (docs/benchmarks/pipeline.md, HotpotQA distractor dev, local 135M generator)."""
+Mode = Literal["hybrid", "bm25", "dense"]
+RunBlocking = Callable[[Callable[[], Any]], Awaitable[Any]]
+"""Runs a blocking model call off the event loop, e.g. the service's model worker."""
+
+NO_INDEX_HELP = (
+    "build an index first, e.g. over the shipped demo corpus: "
+    "ragattn index build --corpus {demo} --out .ragattn/demo-index "
+    "(or any folder of .txt/.md files or a JSONL corpus), then pass --index .ragattn/demo-index"
+)
+
+
+class SearchIndex(Protocol):
+    """What the pipeline needs from an index (:class:`ragattn.retrieve.Index` is one)."""
+
+    def search(self, query: str, k: int = 10, *, mode: Mode = "hybrid") -> list[Hit]: ...
+
+
+def order_context(items: Sequence[T], order: ContextOrder) -> list[T]:
+    """Arrange ``items`` (given best first) for the generator's context.
+
+    - ``best_first``: 1, 2, 3, 4, 5
+    - ``best_last``: 5, 4, 3, 2, 1 (the best passage nearest the question)
+    - ``edges``: 1, 3, 5, 4, 2: the best two at both ends, the weakest in the middle, where long
+      contexts are used least ("lost in the middle").
+
+    Raises:
+        InvalidInputError: an unknown order.
+    """
+    if order == "best_first":
+        return list(items)
+    if order == "best_last":
+        return list(reversed(items))
+    if order == "edges":
+        return [*items[0::2], *reversed(items[1::2])]
+    raise InvalidInputError(f"unknown context order {order!r}; choose one of {', '.join(ORDERS)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineOptions:
+    """Per-call knobs.
+
+    Attributes:
+        top_k: candidates retrieved from the index.
+        top_n: passages kept after reranking (or the first ``top_n`` hits without a reranker).
+        ratio: fraction of context tokens the compressor keeps, in (0, 1].
+        order: how the kept passages are arranged for the generator (:func:`order_context`).
+        mode: the index's search mode: ``hybrid``, ``bm25`` or ``dense``.
+        rerank: use the pipeline's reranker (ignored when it has none).
+        compress: use the pipeline's compressor (ignored when it has none).
+    """
+
+    top_k: int = 20
+    top_n: int = 5
+    ratio: float = 0.5
+    order: ContextOrder = DEFAULT_ORDER
+    mode: Mode = "hybrid"
+    rerank: bool = True
+    compress: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("top_k", "top_n"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+        if not 0.0 < self.ratio <= 1.0:
+            raise InvalidInputError(f"ratio must be in (0, 1], got {self.ratio!r}")
+        if self.order not in ORDERS:
+            raise InvalidInputError(
+                f"unknown context order {self.order!r}; choose one of {', '.join(ORDERS)}"
+            )
+        if self.mode not in ("hybrid", "bm25", "dense"):
+            raise InvalidInputError(f"unknown search mode {self.mode!r}; use hybrid, bm25, dense")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """One passage that reached the generator's candidate list (after reranking).
+
+    Attributes:
+        id: the document (chunk) id in the index.
+        title: its title, if any.
+        text: the full passage text.
+        retrieval_score: first-stage score (units of the search mode: RRF sum, BM25, cosine).
+        retrieval_rank: 1-based first-stage rank.
+        relevance_score: the reranker's score in [0, 1]; ``None`` when reranking was off.
+        kept_spans: sentences the compressor kept (character spans of ``text``); all of the text
+            as one span when compression was off.
+        kept_text: the text the generator saw for this passage (empty: nothing kept).
+        context_position: 1-based position in the generator's context; ``None`` when nothing of
+            the passage was kept.
+    """
+
+    id: str
+    title: str | None
+    text: str
+    retrieval_score: float
+    retrieval_rank: int
+    relevance_score: float | None
+    kept_spans: tuple[KeptSpan, ...]
+    kept_text: str
+    context_position: int | None = None
+
+    def passage(self, *, compressed: bool = True) -> str:
+        """The passage as given to the generator: ``"title: text"`` (or the text alone)."""
+        body = self.kept_text if compressed else self.text
+        if not body.strip():
+            return ""
+        return f"{self.title}: {body}" if self.title else body
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageTimings:
+    """Wall-clock seconds per stage; a stage that did not run took 0.0."""
+
+    retrieve: float = 0.0
+    rerank: float = 0.0
+    compress: float = 0.0
+    cache: float = 0.0
+    generate: float = 0.0
+    total: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedContext:
+    """Retrieval, reranking and compression for one question: the generator's candidate passages.
+
+    ``sources`` are best first (rerank order, or first-stage order without a reranker). Token
+    counts are of the passage texts joined by a blank line, in ``tokenizer``.
+    """
+
+    question: str
+    sources: tuple[Source, ...]
+    tokens_before: int
+    tokens_after: int
+    tokenizer: str
+    compressed: bool
+    timings: StageTimings
+    warnings: tuple[str, ...] = ()
+
+    def context(self, order: ContextOrder, *, compressed: bool = True) -> list[Source]:
+        """The sources whose passage is non-empty, arranged by ``order``."""
+        kept = [s for s in self.sources if s.passage(compressed=compressed)]
+        return order_context(kept, order)
+
+    def passages(self, order: ContextOrder, *, compressed: bool = True) -> list[str]:
+        """The generator's context passages in ``order`` (compressed text unless told not to)."""
+        context = self.context(order, compressed=compressed)
+        return [s.passage(compressed=compressed) for s in context]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineResult:
+    """An answer with where it came from and what each stage cost.
+
+    Attributes:
+        question: the question asked.
+        answer: the generator's answer (from the cache on a hit: equal to the fresh one).
+        sources: the reranked passages, best first, with scores and kept spans.
+        order: the context order the generator saw.
+        tokens_before / tokens_after: context tokens before and after compression (``tokenizer``).
+        tokenizer: the tokenizer that counted (the proxy's, or ``whitespace`` without any).
+        timings: seconds per stage.
+        cache_hit: the answer came from the cache.
+        warnings: truncations, window splits and pipeline notes, in stage order.
+    """
+
+    question: str
+    answer: GeneratedAnswer
+    sources: tuple[Source, ...]
+    order: ContextOrder
+    tokens_before: int
+    tokens_after: int
+    tokenizer: str
+    timings: StageTimings
+    cache_hit: bool
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def ratio(self) -> float:
+        """Fraction of context tokens kept (after / before; 1.0 for an empty context)."""
+        return self.tokens_after / self.tokens_before if self.tokens_before else 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["ratio"] = self.ratio
+        return out
+
+
+@dataclass(slots=True)
+class _Clock:
+    started: float = field(default_factory=time.perf_counter)
+
+    def lap(self) -> float:
+        now = time.perf_counter()
+        seconds, self.started = now - self.started, now
+        return seconds
+
+
+class RAGPipeline:
+    """Retrieve from an index, rerank, compress, and answer with a generator, with a cache.
+
+    Args:
+        index: a loaded :class:`ragattn.retrieve.Index` (or anything with its ``search``).
+        generator: the answering model (:class:`~ragattn.generate.LocalGenerator`,
+            :class:`~ragattn.generate.OpenAIChatGenerator`, or any :class:`Generator`).
+        reranker: a :class:`~ragattn.rerank.Reranker`; ``None`` keeps the first-stage order.
+        compressor: a :class:`~ragattn.compress.Compressor`; ``None`` passes whole passages.
+        cache: a :class:`~ragattn.cache.Cache` in front of the generator; ``None`` disables it.
+        options: default :class:`PipelineOptions` (each call may pass its own).
+        tokenizer: counts context tokens; default the compressor's, reranker's or generator's
+            tokenizer, in that order, else whitespace-separated words.
+
+    Raises:
+        InvalidInputError: ``index`` is ``None`` (the message says how to build one).
+    """
+
+    def __init__(
+        self,
+        index: SearchIndex | None,
+        *,
+        generator: Generator,
+        reranker: Any | None = None,
+        compressor: Any | None = None,
+        cache: Cache | None = None,
+        options: PipelineOptions | None = None,
+        tokenizer: Any | None = None,
+    ) -> None:
+        if index is None:
+            raise InvalidInputError("the pipeline needs a retrieval index; " + no_index_help())
+        self.index = index
+        self.generator = generator
+        self.reranker = reranker
+        self.compressor = compressor
+        self.cache = cache
+        self.options = options or PipelineOptions()
+        self._tokenizer, self._tokenizer_name = _resolve_tokenizer(
+            tokenizer, compressor, reranker, generator
+        )
+
+    # -- stages --------------------------------------------------------------------------
+
+    def prepare(self, question: str, options: PipelineOptions | None = None) -> PreparedContext:
+        """Retrieve, rerank and compress for ``question`` (everything before the generator).
+
+        Raises:
+            InvalidInputError: an empty question or an invalid option for the index.
+        """
+        opts = options or self.options
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidInputError("question must be a non-empty string")
+        clock = _Clock()
+        warnings: list[str] = []
+        hits = self.index.search(question, opts.top_k, mode=opts.mode)
+        t_retrieve = clock.lap()
+        if not hits:
+            warnings.append("retrieval found no passage; the generator answers without context")
+        docs = [Document(text=h.text, id=h.doc_id, title=h.title) for h in hits]
+        order = list(range(len(hits)))[: opts.top_n]
+        relevance: dict[int, float] = {}
+        t_rerank = 0.0
+        if self.reranker is not None and opts.rerank and hits:
+            ranked = self.reranker.rerank(question, docs, top_n=min(opts.top_n, len(docs)))
+            order = [r.index for r in ranked]
+            relevance = {r.index: r.relevance_score for r in ranked}
+            warnings.extend(ranked.warnings)
+            t_rerank = clock.lap()
+        kept = [docs[i] for i in order]
+        compressed = self.compressor is not None and opts.compress and bool(kept)
+        t_compress = 0.0
+        if compressed:
+            result = self.compressor.compress(  # type: ignore[union-attr]
+                question, kept, ratio=opts.ratio, tokenizer=self._tokenizer
+            )
+            spans = [d.kept_spans for d in result.documents]
+            kept_texts = [d.text for d in result.documents]
+            before, after = result.origin_tokens, result.compressed_tokens
+            warnings.extend(result.warnings)
+            t_compress = clock.lap()
+        else:
+            spans = [
+                (KeptSpan(doc_index=n, start=0, end=len(d.text), score=1.0, text=d.text),)
+                for n, d in enumerate(kept)
+            ]
+            kept_texts = [d.text for d in kept]
+            before = after = self._count("\n\n".join(d.text for d in kept))
+        sources = tuple(
+            Source(
+                id=str(hits[i].doc_id),
+                title=hits[i].title,
+                text=hits[i].text,
+                retrieval_score=float(hits[i].score),
+                retrieval_rank=int(hits[i].rank),
+                relevance_score=relevance.get(i),
+                kept_spans=tuple(spans[n]),
+                kept_text=kept_texts[n],
+            )
+            for n, i in enumerate(order)
+        )
+        return PreparedContext(
+            question=question,
+            sources=sources,
+            tokens_before=before,
+            tokens_after=after,
+            tokenizer=self._tokenizer_name,
+            compressed=compressed,
+            timings=StageTimings(retrieve=t_retrieve, rerank=t_rerank, compress=t_compress),
+            warnings=tuple(warnings),
+        )
+
+    def cache_key(self, prepared: PreparedContext, options: PipelineOptions) -> str:
+        """sha256 key over generator identity, options, index, question and the ordered context."""
+        manifest = getattr(self.index, "manifest", None)
+        params = {
+            **dataclasses.asdict(options),
+            "index": getattr(manifest, "content_hash", type(self.index).__name__),
+            "rerank_method": getattr(self.reranker, "method", None),
+            "compress_method": getattr(self.compressor, "method", None),
+            "compressed": prepared.compressed,
+        }
+        return cache_key(
+            model=self.generator.identity,
+            route="ask:v1",
+            params=params,
+            query=prepared.question,
+            documents=prepared.passages(options.order),
+        )
+
+    # -- public API ----------------------------------------------------------------------
+
+    def ask(self, question: str, options: PipelineOptions | None = None) -> PipelineResult:
+        """Answer ``question``: retrieve, rerank, compress, look up the cache, generate.
+
+        Runs :meth:`aask` on a fresh event loop (do not call it from a running loop; await
+        :meth:`aask` there). A Redis cache binds to the first loop it is used on, so share one
+        across calls only through :meth:`aask` on one loop.
+
+        Raises:
+            InvalidInputError: an empty question or invalid options.
+            GeneratorError: the generator endpoint failed.
+        """
+        return asyncio.run(self.aask(question, options))
+
+    async def aask(
+        self,
+        question: str,
+        options: PipelineOptions | None = None,
+        *,
+        run_blocking: RunBlocking | None = None,
+    ) -> PipelineResult:
+        """Async :meth:`ask`; ``run_blocking`` runs the model stages off the loop (default inline).
+
+        Cache lookups and writes run on the calling loop; retrieval to compression is one
+        blocking call, generation another.
+        """
+        opts = options or self.options
+        started = time.perf_counter()
+        prepared: PreparedContext = await _call(run_blocking, lambda: self.prepare(question, opts))
+        context = prepared.context(opts.order, compressed=prepared.compressed)
+        passages = [s.passage(compressed=prepared.compressed) for s in context]
+        key = self.cache_key(prepared, opts)
+        clock = _Clock()
+        answer = await self._cached(key)
+        t_cache = clock.lap()
+        hit = answer is not None
+        t_generate = 0.0
+        if answer is None:
+            fresh: GeneratedAnswer = await _call(
+                run_blocking, lambda: self.generator.generate(question, passages)
+            )
+            answer = fresh
+            t_generate = clock.lap()
+            if self.cache is not None:
+                await self.cache.set(key, json.dumps(answer.to_dict()).encode("utf-8"))
+        position = {id(s): n for n, s in enumerate(context, start=1)}
+        sources = tuple(
+            dataclasses.replace(s, context_position=position.get(id(s))) for s in prepared.sources
+        )
+        timings = dataclasses.replace(
+            prepared.timings,
+            cache=t_cache,
+            generate=t_generate,
+            total=time.perf_counter() - started,
+        )
+        return PipelineResult(
+            question=question,
+            answer=answer,
+            sources=sources,
+            order=opts.order,
+            tokens_before=prepared.tokens_before,
+            tokens_after=prepared.tokens_after,
+            tokenizer=prepared.tokenizer,
+            timings=timings,
+            cache_hit=hit,
+            warnings=prepared.warnings,
+        )
+
+    async def _cached(self, key: str) -> GeneratedAnswer | None:
+        if self.cache is None:
+            return None
+        raw = await self.cache.get(key)
+        if raw is None:
+            return None
+        try:
+            return GeneratedAnswer(**json.loads(raw.decode("utf-8")))
+        except (ValueError, TypeError) as exc:
+            logger.warning("undecodable cached answer %s (%s); generating again", key, exc)
+            return None
+
+    def _count(self, text: str) -> int:
+        if not text:
+            return 0
+        if self._tokenizer is None:
+            return len(text.split())
+        return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+async def _call(run_blocking: RunBlocking | None, fn: Callable[[], T]) -> T:
+    if run_blocking is None:
+        return fn()
+    result: T = await run_blocking(fn)
+    return result
+
+
+def _resolve_tokenizer(tokenizer: Any, *owners: Any) -> tuple[Any, str]:
+    if tokenizer is not None:
+        return tokenizer, str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
+    for owner in owners:
+        proxy = getattr(owner, "proxy", None)
+        if proxy is not None:
+            return proxy.tokenizer, proxy.name
+    return None, "whitespace"
+
+
+def demo_corpus_dir() -> Path:
+    """The shipped demo corpus: a dozen short Markdown passages (package data)."""
+    return Path(__file__).parent / "data" / "demo_corpus"
+
+
+def no_index_help() -> str:
+    """How to build an index, naming the shipped demo corpus."""
+    return NO_INDEX_HELP.format(demo=demo_corpus_dir())
+
+
+def load_index(directory: str | Path | None) -> Any:
+    """Load a :class:`ragattn.retrieve.Index`, or explain how to build one.
+
+    Raises:
+        InvalidInputError: no directory given, it does not exist, or it is not a readable index.
+    """
+    from ragattn.retrieve import Index
+
+    if directory is None:
+        raise InvalidInputError("no retrieval index given; " + no_index_help())
+    path = Path(directory)
+    if not path.is_dir():
+        raise InvalidInputError(f"no index at {path}; " + no_index_help())
+    return Index.load(path)
+
+
+__all__ = [
+    "DEFAULT_ORDER",
+    "ORDERS",
+    "ContextOrder",
+    "PipelineOptions",
+    "PipelineResult",
+    "PreparedContext",
+    "RAGPipeline",
+    "SearchIndex",
+    "Source",
+    "StageTimings",
+    "demo_corpus_dir",
+    "load_index",
+    "no_index_help",
+    "order_context",
+]
