@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from ragattn.evaluation.cli import eval_app
+from ragattn.rerank.heads_cli import heads_detect
 from ragattn.retrieve.cli import index_app
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ bench_app = typer.Typer(help="Benchmarks, reported as same-run ratios against a 
 app.add_typer(bench_app, name="bench")
 heads_app = typer.Typer(help="Rerank head profiles: select query-focused heads and fit the fusion.")
 app.add_typer(heads_app, name="heads")
+heads_app.command("detect")(heads_detect)
 probe_app = typer.Typer(
     help="Sentence probes for compression: train on the shared training material."
 )
