@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from ragattn.evaluation.cli import eval_app
+from ragattn.pipeline_cli import ask
 from ragattn.rerank.heads_cli import heads_detect
 from ragattn.retrieve.cli import index_app
 
@@ -34,6 +35,7 @@ probe_app = typer.Typer(
 app.add_typer(probe_app, name="probe")
 app.add_typer(index_app, name="index")
 app.add_typer(eval_app, name="eval")
+app.command("ask")(ask)
 
 
 @app.command()

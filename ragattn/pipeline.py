@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from ragattn.cache import Cache, cache_key
 from ragattn.errors import InvalidInputError
 from ragattn.generate import GeneratedAnswer, Generator
+from ragattn.proxy import Proxy
 from ragattn.retrieve.corpus import Hit
 from ragattn.types import Document, KeptSpan
 
@@ -252,8 +253,9 @@ class RAGPipeline:
         compressor: a :class:`~ragattn.compress.Compressor`; ``None`` passes whole passages.
         cache: a :class:`~ragattn.cache.Cache` in front of the generator; ``None`` disables it.
         options: default :class:`PipelineOptions` (each call may pass its own).
-        tokenizer: counts context tokens; default the compressor's, reranker's or generator's
-            tokenizer, in that order, else whitespace-separated words.
+        tokenizer: counts context tokens: a tokenizer or a :class:`~ragattn.proxy.Proxy`; default
+            the compressor's, reranker's or generator's proxy, in that order, else
+            whitespace-separated words.
 
     Raises:
         InvalidInputError: ``index`` is ``None`` (the message says how to build one).
@@ -467,6 +469,8 @@ async def _call(run_blocking: RunBlocking | None, fn: Callable[[], T]) -> T:
 
 
 def _resolve_tokenizer(tokenizer: Any, *owners: Any) -> tuple[Any, str]:
+    if isinstance(tokenizer, Proxy):
+        return tokenizer.tokenizer, tokenizer.name
     if tokenizer is not None:
         return tokenizer, str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
     for owner in owners:
