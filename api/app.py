@@ -6,6 +6,8 @@ loaded reranker/compressor so one proxy serves the whole test session.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import importlib.util
 import logging
 from collections.abc import AsyncIterator, Callable
@@ -20,6 +22,7 @@ from litestar.openapi.config import OpenAPIConfig
 import ragattn
 from api.auth import ApiKeyGuard, RateLimiter, RateLimitGuard
 from api.deps import DEPENDENCIES
+from api.disconnect import cancel_on_disconnect
 from api.errors import EXCEPTION_HANDLERS
 from api.metrics import Metrics
 from api.routes.compress import CompressController, RerankCompressController
@@ -30,7 +33,7 @@ from api.routes.retrieve import RetrieveController
 from api.service import Service, model_fingerprint
 from api.worker import ModelWorker
 from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
-from ragattn.errors import ConfigError
+from ragattn.errors import ConfigError, ModelLoadError
 from ragattn.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -40,7 +43,10 @@ def build_cache(settings: Settings) -> Cache:
     if settings.cache_backend == "redis":
         assert settings.redis_url is not None  # guaranteed by Settings validation
         return RedisCache(
-            settings.redis_url, ttl_s=settings.cache_ttl_s, timeout_s=settings.redis_timeout_s
+            settings.redis_url,
+            ttl_s=settings.cache_ttl_s,
+            timeout_s=settings.redis_timeout_s,
+            cooldown_s=settings.redis_cooldown_s,
         )
     if settings.cache_backend == "memory":
         return MemoryCache(max_items=settings.cache_max_items, ttl_s=settings.cache_ttl_s)
@@ -80,6 +86,20 @@ def _load_index(directory: str) -> Any:
         raise ConfigError(f"RAGATTN_INDEX_DIR={directory!r}: {exc}") from exc
 
 
+def warm_up(proxy: Any) -> None:
+    """One single-token forward: the model must compute before /ready says so."""
+    import torch
+
+    tokenizer = proxy.tokenizer
+    token = next((t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id) if t is not None), 0)
+    with torch.inference_mode():
+        out = proxy.decoder(input_ids=torch.tensor([[token]], dtype=torch.long), use_cache=False)
+    if not bool(torch.isfinite(out.last_hidden_state).all()):
+        raise ModelLoadError(
+            f"the proxy {proxy.name!r} computes non-finite values; check its weights"
+        )
+
+
 def _compressor_factory(cls: Any) -> Callable[[Any, str | None], Any]:
     def build(proxy: Any, method: str | None) -> Any:
         return cls(proxy, method=method) if method else cls(proxy)
@@ -110,47 +130,69 @@ def create_app(
     one_pass_owner = compressor if compressor is not None else compressor_cls
     serve_one_pass = one_pass_owner is not None and hasattr(one_pass_owner, "rerank_and_compress")
 
+    async def load(app: Litestar, cache: Cache, worker: ModelWorker) -> None:
+        rr = (
+            reranker
+            if reranker is not None
+            else await anyio.to_thread.run_sync(_load_reranker, settings)
+        )
+        factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
+        comp = compressor
+        if comp is None and factory is not None and settings.compress_method:
+            # An explicitly configured method must load at startup; the library default is
+            # built on first use, so a missing probe never takes rerank down with it.
+            comp = await anyio.to_thread.run_sync(factory, rr.proxy, settings.compress_method)
+        fingerprint = await anyio.to_thread.run_sync(
+            model_fingerprint,
+            rr.proxy,
+            str(getattr(rr, "method", "")),
+            str(getattr(comp, "method", "")),
+        )
+        index = None
+        if settings.index_dir:
+            index = await anyio.to_thread.run_sync(_load_index, settings.index_dir)
+        await anyio.to_thread.run_sync(warm_up, rr.proxy)
+        app.state.service = Service(
+            settings,
+            reranker=rr,
+            compressor=comp,
+            compressor_factory=factory,
+            cache=cache,
+            worker=worker,
+            fingerprint=fingerprint,
+            index=index,
+        )
+        logger.info("ragattn service ready: %s, cache=%s", fingerprint, cache.name)
+
+    def loaded(app: Litestar, task: asyncio.Future[None]) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        logger.critical("loading the model failed; stopping", exc_info=exc)
+        app.state.load_error = exc
+        stop = app.state.get("on_load_failure")
+        if stop is not None:
+            stop()
+
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         cache = build_cache(settings)
         worker = ModelWorker(max_pending=settings.queue_size, observe=metrics.observe_model)
         metrics.bind(cache=cache, worker=worker)
+        loading = asyncio.ensure_future(load(app, cache, worker))
         try:
-            rr = (
-                reranker
-                if reranker is not None
-                else await anyio.to_thread.run_sync(_load_reranker, settings)
-            )
-            factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
-            comp = compressor
-            if comp is None and factory is not None and settings.compress_method:
-                # An explicitly configured method must load at startup; the library default is
-                # built on first use, so a missing probe never takes rerank down with it.
-                comp = await anyio.to_thread.run_sync(factory, rr.proxy, settings.compress_method)
-            fingerprint = await anyio.to_thread.run_sync(
-                model_fingerprint,
-                rr.proxy,
-                str(getattr(rr, "method", "")),
-                str(getattr(comp, "method", "")),
-            )
-            index = None
-            if settings.index_dir:
-                index = await anyio.to_thread.run_sync(_load_index, settings.index_dir)
-            app.state.service = Service(
-                settings,
-                reranker=rr,
-                compressor=comp,
-                compressor_factory=factory,
-                cache=cache,
-                worker=worker,
-                fingerprint=fingerprint,
-                index=index,
-            )
-            logger.info("ragattn service ready: %s, cache=%s", fingerprint, cache.name)
+            if reranker is not None:
+                # An engine handed in (tests, embedding apps): ready before the first request.
+                await loading
+            else:
+                # Load in the background: /health answers at once, /ready is 503 until loaded.
+                loading.add_done_callback(functools.partial(loaded, app))
             yield
         finally:
+            loading.cancel()
             app.state.service = None
             await anyio.to_thread.run_sync(worker.close)
+            logger.info("model worker stopped")
             await cache.close()
 
     guards: list[Any] = [ApiKeyGuard(settings.api_keys)] if settings.api_keys else []
@@ -168,7 +210,7 @@ def create_app(
         lifespan=[lifespan],
         dependencies=DEPENDENCIES,
         guards=guards,
-        middleware=[metrics.middleware],
+        middleware=[metrics.middleware, cancel_on_disconnect],
         exception_handlers=EXCEPTION_HANDLERS,
         request_max_body_size=settings.max_body_bytes,
         response_headers=[ResponseHeader(name="X-Content-Type-Options", value="nosniff")],
@@ -181,6 +223,7 @@ def create_app(
     )
     app.state.metrics = metrics
     app.state.service = None
+    app.state.load_error = None
     app.state.settings = settings
     return app
 

@@ -12,9 +12,11 @@ from typing import Any
 
 from litestar import MediaType, Request, Response
 from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ExceptionHandlersMap
 
-from ragattn.errors import OverloadedError, RagattnError
+from api.schemas import ErrorResponse
+from ragattn.errors import NotReadyError, OverloadedError, RagattnError
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +47,16 @@ class QueueFullError(OverloadedError):
         self.retry_after_s = retry_after_s
 
 
+class DeadlineExceededError(NotReadyError):
+    """The request's deadline (``RAGATTN_REQUEST_TIMEOUT_S``) passed; its model job was dropped."""
+
+    error_type = "deadline_exceeded"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 STATUS_BY_ERROR_TYPE: dict[str, int] = {
     "invalid_request": 400,
     "unauthorized": 401,
@@ -56,7 +68,10 @@ STATUS_BY_ERROR_TYPE: dict[str, int] = {
     "overloaded": 429,
     "rate_limited": 429,
     "internal_error": 500,
+    "generator_error": 502,
+    "model_error": 500,
     "not_ready": 503,
+    "deadline_exceeded": 503,
 }
 """The stable error types of the API and their HTTP status; documented in docs/service.md."""
 
@@ -72,7 +87,35 @@ _ERROR_TYPE_BY_STATUS: dict[int, str] = {
     503: "not_ready",
 }
 
-_RETRY_AFTER_TYPES = frozenset({"overloaded", "rate_limited", "not_ready"})
+_RETRY_AFTER_TYPES = frozenset({"overloaded", "rate_limited", "not_ready", "deadline_exceeded"})
+
+
+def _error_spec(description: str) -> ResponseSpec:
+    return ResponseSpec(
+        data_container=ErrorResponse, description=description, generate_examples=False
+    )
+
+
+_ERROR_DESCRIPTIONS: dict[int, str] = {
+    400: "invalid_request: malformed JSON, wrong types, empty query or documents, bad budget",
+    401: "unauthorized: API keys are configured and the Bearer key is missing or wrong",
+    413: "input_too_large: body, document count, query or document tokens over a limit",
+    422: "tokenizer_error: the proxy tokenizer cannot encode the input",
+    429: "overloaded (model queue full) or rate_limited; see Retry-After",
+    500: "internal_error or model_error (the proxy produced NaN/Inf); only this request failed",
+    503: "not_ready (the proxy is loading) or deadline_exceeded; see Retry-After",
+}
+
+MODEL_ROUTE_RESPONSES: dict[int, ResponseSpec] = {
+    status: _error_spec(text) for status, text in _ERROR_DESCRIPTIONS.items()
+}
+"""OpenAPI error responses of every model route: each 4xx/5xx body is an ``ErrorResponse``."""
+
+PROBE_RESPONSES: dict[int, ResponseSpec] = {
+    503: _error_spec(_ERROR_DESCRIPTIONS[503]),
+    500: _error_spec("internal_error"),
+}
+"""OpenAPI error responses of ``/ready`` (and the other public probes)."""
 
 
 def error_response(
@@ -114,6 +157,8 @@ def ragattn_error_handler(
             exc_info=exc,
         )
         return error_response("internal_error", "internal server error; see the server log")
+    if status == 500:
+        logger.error("%s on %s %s: %s", exc.error_type, request.method, request.url.path, exc)
     return error_response(exc.error_type, str(exc), status=status, headers=headers)
 
 
@@ -163,6 +208,9 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 
 __all__ = [
     "EXCEPTION_HANDLERS",
+    "MODEL_ROUTE_RESPONSES",
+    "PROBE_RESPONSES",
+    "DeadlineExceededError",
     "STATUS_BY_ERROR_TYPE",
     "QueueFullError",
     "RateLimitedError",

@@ -57,6 +57,12 @@ class _LiveCollector(Collector):
         )
         rejected.add_metric([], worker.rejected if worker is not None else 0)
         yield rejected
+        dropped = CounterMetricFamily(
+            "ragattn_jobs_dropped",
+            "Model jobs never computed: their client left or their deadline passed first",
+        )
+        dropped.add_metric([], getattr(worker, "dropped", 0) if worker is not None else 0)
+        yield dropped
 
 
 class Metrics:
@@ -105,7 +111,8 @@ class Metrics:
             if scope["type"] != "http":
                 await app(scope, receive, send)
                 return
-            status = 500
+            # 499 (nginx's "client closed request"): the client left before any response started.
+            status = 499
             started = time.perf_counter()
 
             async def send_wrapper(message: Message) -> None:
@@ -116,6 +123,9 @@ class Metrics:
 
             try:
                 await app(scope, receive, send_wrapper)
+            except Exception:
+                status = 500
+                raise
             finally:
                 route = scope.get("path_template") or "unmatched"
                 self.requests.labels(route, scope.get("method", ""), str(status)).inc()

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta, Struct
 
-from ragattn.errors import InvalidInputError
+from ragattn.errors import InvalidInputError, ModelOutputError
 from ragattn.types import CompressionResult, Document, RerankResults
 
 PositiveInt = Annotated[int, Meta(ge=1)]
@@ -153,7 +153,7 @@ class RerankResponse(Struct):
 def _finite(value: float, name: str) -> float:
     if not math.isfinite(value):
         # One bad number must fail this request only, loudly, never serialize as NaN.
-        raise ValueError(f"{name} is not finite")
+        raise ModelOutputError(f"the model produced a non-finite {name}")
     return float(value)
 
 
@@ -384,10 +384,14 @@ class HealthResponse(Struct):
 
 
 class ReadyResponse(Struct):
+    """Ready to serve; ``degraded`` is true while the cache backend (Redis) is unreachable or
+    failing: requests are still answered, just without the cache."""
+
     status: str
     model: str
     rerank_method: str
     cache: str
+    degraded: bool = False
 
 
 class ErrorResponse(Struct):

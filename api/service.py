@@ -6,9 +6,11 @@ A cached response equals a fresh one except ``id``, which is minted per request.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +19,7 @@ from typing import Any, TypeVar
 import msgspec
 
 import ragattn
+from api.errors import DeadlineExceededError
 from api.schemas import (
     CompressRequest,
     CompressResponse,
@@ -382,12 +385,30 @@ class Service:
             except msgspec.DecodeError:
                 logger.warning("undecodable cache entry %s; recomputing", key)
 
+        timeout = self.settings.request_timeout_s or None
+        deadline = time.monotonic() + timeout if timeout else None
+
         async def fill() -> S:
-            value = await self.worker.run(task, compute)
+            value = await self.worker.run(task, compute, deadline=deadline)
             await self.cache.set(key, msgspec.msgpack.encode(value))
             return value
 
-        return await self.worker.run_once(key, fill), False
+        scope = asyncio.timeout(timeout)
+        try:
+            async with scope:
+                return await self.worker.run_once(key, fill), False
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            # Our wait ended; the job is dropped unless another request still waits for it.
+            raise DeadlineExceededError(
+                f"the request did not finish within {timeout:g} s (RAGATTN_REQUEST_TIMEOUT_S); "
+                "retry later or send less work"
+            ) from exc
+
+    async def cache_healthy(self) -> bool:
+        """False while the cache backend fails (the service answers without it: degraded)."""
+        return await self.cache.healthy()
 
 
 __all__ = ["Service", "model_fingerprint", "new_id"]

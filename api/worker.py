@@ -4,6 +4,11 @@ The proxy forward pass is CPU-bound and already uses torch's intra-op threads, s
 is the right width; a second would only contend for the same cores. ``max_pending`` bounds jobs
 waiting or running; one more raises :class:`QueueFullError` (429 with Retry-After). Identical
 concurrent requests (same cache key) share one computation.
+
+Work nobody waits for is dropped, not computed: a job whose every waiter went away (client
+disconnected, request deadline passed) is cancelled while it is still queued, and a job whose
+deadline has passed when the model thread reaches it is skipped. A job already running finishes;
+a forward pass cannot be interrupted.
 """
 
 from __future__ import annotations
@@ -17,10 +22,20 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from api.errors import QueueFullError
+from api.errors import DeadlineExceededError, QueueFullError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class _Shared:
+    """One in-flight computation and the number of requests awaiting it."""
+
+    __slots__ = ("task", "waiters")
+
+    def __init__(self, task: asyncio.Future[Any]) -> None:
+        self.task = task
+        self.waiters = 0
 
 
 class ModelWorker:
@@ -36,18 +51,22 @@ class ModelWorker:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragattn-model")
         self._lock = threading.Lock()
         self._pending = 0
-        self._inflight: dict[str, asyncio.Future[Any]] = {}
+        self._inflight: dict[str, _Shared] = {}
         self.coalesced = 0
         self.rejected = 0
+        self.dropped = 0
+        """Jobs never computed: cancelled while queued, or past their deadline when reached."""
 
     @property
     def depth(self) -> int:
         """Jobs queued or running now."""
         return self._pending
 
-    def _release(self, _: Future[Any]) -> None:
+    def _release(self, future: Future[Any]) -> None:
         with self._lock:
             self._pending -= 1
+            if future.cancelled():
+                self.dropped += 1
 
     def _timed(self, task: str, fn: Callable[[], T]) -> T:
         started = time.perf_counter()
@@ -57,8 +76,30 @@ class ModelWorker:
             if self._observe is not None:
                 self._observe(task, time.perf_counter() - started)
 
-    async def run(self, task: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(*args, **kwargs)`` on the model thread; ``task`` labels its timing."""
+    def _checked(self, task: str, fn: Callable[[], T], deadline: float | None) -> T:
+        if deadline is not None and time.monotonic() >= deadline:
+            with self._lock:
+                self.dropped += 1
+            raise DeadlineExceededError(
+                "the request deadline passed before the model reached it "
+                "(RAGATTN_REQUEST_TIMEOUT_S); retry later"
+            )
+        return self._timed(task, fn)
+
+    async def run(
+        self,
+        task: str,
+        fn: Callable[..., T],
+        /,
+        *args: Any,
+        deadline: float | None = None,
+        **kwargs: Any,
+    ) -> T:
+        """Run ``fn(*args, **kwargs)`` on the model thread; ``task`` labels its timing.
+
+        ``deadline`` is a ``time.monotonic()`` instant: a job the thread reaches later is skipped
+        with :class:`DeadlineExceededError`. Cancelling the caller cancels a job still queued.
+        """
         with self._lock:
             if self._pending >= self.max_pending:
                 self.rejected += 1
@@ -67,7 +108,9 @@ class ModelWorker:
                     retry_after_s=max(1, self._pending // 4),
                 )
             self._pending += 1
-        call = functools.partial(self._timed, task, functools.partial(fn, *args, **kwargs))
+        call = functools.partial(
+            self._checked, task, functools.partial(fn, *args, **kwargs), deadline
+        )
         try:
             cf = self._executor.submit(call)
         except RuntimeError:
@@ -81,20 +124,30 @@ class ModelWorker:
     async def run_once(self, key: str, compute: Callable[[], Awaitable[T]]) -> T:
         """Await ``compute()`` unless an identical job (same ``key``) is already running; share it.
 
-        The computation runs as its own task, so a caller that disconnects cancels only its wait,
-        never the shared result the other callers are waiting for.
+        The computation runs as its own task, so a caller that disconnects cancels only its wait;
+        when the last waiter is gone the computation is cancelled too (a queued job is dropped).
         """
-        task = self._inflight.get(key)
-        if task is not None:
+        shared = self._inflight.get(key)
+        if shared is not None:
             self.coalesced += 1
         else:
-            task = asyncio.ensure_future(compute())
-            self._inflight[key] = task
-            task.add_done_callback(functools.partial(self._forget, key))
-        return await asyncio.shield(task)
+            shared = _Shared(asyncio.ensure_future(compute()))
+            self._inflight[key] = shared
+            shared.task.add_done_callback(functools.partial(self._forget, key, shared))
+        shared.waiters += 1
+        try:
+            return await asyncio.shield(shared.task)
+        finally:
+            shared.waiters -= 1
+            if shared.waiters == 0 and not shared.task.done():
+                # Nobody wants the answer any more; a newcomer with the same key starts afresh.
+                if self._inflight.get(key) is shared:
+                    del self._inflight[key]
+                shared.task.cancel()
 
-    def _forget(self, key: str, task: asyncio.Future[Any]) -> None:
-        self._inflight.pop(key, None)
+    def _forget(self, key: str, shared: _Shared, task: asyncio.Future[Any]) -> None:
+        if self._inflight.get(key) is shared:
+            del self._inflight[key]
         if not task.cancelled():
             # Retrieve it, so a failure nobody awaits any more is not logged as "never retrieved".
             task.exception()

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import torch
 
-from ragattn.errors import InvalidInputError, TokenizerError
+from ragattn.errors import InvalidInputError, ModelOutputError, TokenizerError
 from ragattn.proxy import ATTN_IMPLEMENTATION, Proxy
 
 Reduce = Literal["mean", "none"]
@@ -244,9 +244,11 @@ class AttentionEngine:
                     f"layer {layer} captured nothing; rows {state.rows[:3]}... out of range"
                 )
             parts.append(state.per_layer[layer])
-        return Capture(
-            weights=torch.cat(parts, dim=0), heads=state.heads, rows=state.rows, reduce=state.reduce
-        )
+        weights = torch.cat(parts, dim=0)
+        if not bool(torch.isfinite(weights).all()):
+            # A NaN here would score every document alike and look like a real answer downstream.
+            raise ModelOutputError("the proxy produced non-finite attention weights (NaN/Inf)")
+        return Capture(weights=weights, heads=state.heads, rows=state.rows, reduce=state.reduce)
 
     def capture(
         self,

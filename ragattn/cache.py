@@ -51,6 +51,10 @@ class Cache(Protocol):
 
     async def set(self, key: str, value: bytes) -> None: ...
 
+    async def healthy(self) -> bool:
+        """True when the backend works now; never raises (False = answers bypass the cache)."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -134,6 +138,9 @@ class MemoryCache:
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
             self.stats.sets += 1
+
+    async def healthy(self) -> bool:
+        return True
 
     async def close(self) -> None:
         with self._lock:
@@ -224,11 +231,24 @@ class RedisCache:
         except self._errors:
             return False
 
+    async def healthy(self) -> bool:
+        """False while the breaker is open or Redis does not answer a PING within the timeout."""
+        if not self._available():
+            return False
+        try:
+            return bool(await self._client.ping())
+        except self._errors as exc:
+            self._down_until = time.monotonic() + self.cooldown_s
+            logger.warning("redis PING failed (%s); cache bypassed", type(exc).__name__)
+            return False
+
     async def close(self) -> None:
         try:
             await self._client.aclose()
         except self._errors as exc:
             logger.warning("closing redis client failed: %s", exc)
+        else:
+            logger.info("redis cache closed")
 
 
 def _redis_errors() -> tuple[type[BaseException], ...]:
@@ -253,6 +273,9 @@ class NullCache:
 
     async def set(self, key: str, value: bytes) -> None:
         return None
+
+    async def healthy(self) -> bool:
+        return True
 
     async def close(self) -> None:
         return None

@@ -229,12 +229,23 @@ def serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     # One process: the proxy is loaded once and the worker queue, cache and rate limits are shared.
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        log_level=settings.log_level.lower(),
+    app = create_app(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level.lower(),
+            # On SIGTERM in-flight requests get this long to finish before the lifespan closes.
+            timeout_graceful_shutdown=settings.shutdown_grace_s or None,
+        )
     )
+    # The model loads in the background (/ready is 503 meanwhile); a failed load stops the server.
+    app.state.on_load_failure = lambda: setattr(server, "should_exit", True)
+    server.run()
+    if app.state.load_error is not None:
+        typer.echo(f"error: the model failed to load: {app.state.load_error}", err=True)
+        raise typer.Exit(1)
 
 
 @heads_app.command("select")

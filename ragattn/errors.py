@@ -49,6 +49,12 @@ class GeneratorError(RagattnError):
     error_type = "generator_error"
 
 
+class ModelOutputError(RagattnError):
+    """The proxy produced a non-finite number (NaN/Inf); only this request fails, retry or report."""
+
+    error_type = "model_error"
+
+
 class ConfigError(RagattnError):
     """A setting is missing or invalid."""
 
@@ -74,6 +80,7 @@ __all__ = [
     "InvalidInputError",
     "MissingDependencyError",
     "ModelLoadError",
+    "ModelOutputError",
     "NotReadyError",
     "OverloadedError",
     "RagattnError",

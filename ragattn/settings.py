@@ -71,6 +71,13 @@ class Settings:
     """Requests per minute per client (API key, else remote address); 0 = unlimited."""
     queue_size: int = 64
     """Most model jobs waiting or running; one more is a 429 ``overloaded`` with Retry-After."""
+    request_timeout_s: float = 120.0
+    """Deadline of one model request, seconds (0 = none); a job not started by then is dropped
+    and the request is a 503 ``deadline_exceeded``."""
+    shutdown_grace_s: float = 30.0
+    """On SIGTERM, how long in-flight requests may take to finish before the server closes."""
+    redis_cooldown_s: float = 5.0
+    """After a Redis failure, how long the cache is bypassed before Redis is tried again."""
 
     index_dir: str | None = None
     """Retrieval index directory served by ``/v1/retrieve`` (``ragattn index build`` writes one)."""
@@ -175,6 +182,9 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "queue_size": _parse_int,
     "port": _parse_int,
     "redis_timeout_s": _parse_float,
+    "request_timeout_s": _parse_float,
+    "shutdown_grace_s": _parse_float,
+    "redis_cooldown_s": _parse_float,
     "api_keys": _parse_keys,
     "log_level": _parse_upper,
     "cache_backend": _parse_lower,
@@ -207,6 +217,10 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"{env('port')} must be in 1..65535, got {s.port!r}")
     if not s.redis_timeout_s > 0:
         raise ConfigError(f"{env('redis_timeout_s')} must be > 0, got {s.redis_timeout_s!r}")
+    for name in ("request_timeout_s", "shutdown_grace_s", "redis_cooldown_s"):
+        value = getattr(s, name)
+        if not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise ConfigError(f"{env(name)} must be a number >= 0, got {value!r}")
     if s.dtype not in _DTYPES:
         raise ConfigError(f"{env('dtype')} must be one of {', '.join(_DTYPES)}, got {s.dtype!r}")
     if s.cache_backend not in _CACHE_BACKENDS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from litestar import Controller, Response, post
 
+from api.errors import MODEL_ROUTE_RESPONSES
 from api.routes.rerank import CACHE_HEADER
 from api.schemas import (
     CompressRequest,
@@ -20,6 +21,7 @@ class CompressController(Controller):
     @post(
         "/v1/compress",
         status_code=200,
+        responses=MODEL_ROUTE_RESPONSES,
         summary="Prune documents to the sentences that answer the query",
     )
     async def compress(self, data: CompressRequest, service: Service) -> Response[CompressResponse]:
@@ -33,6 +35,7 @@ class RerankCompressController(Controller):
     @post(
         "/v1/rerank_compress",
         status_code=200,
+        responses=MODEL_ROUTE_RESPONSES,
         summary="Rank documents and compress the best of them from one scoring pass",
     )
     async def rerank_compress(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Controller, MediaType, Response, get
 from litestar.datastructures import State
 
+from api.errors import PROBE_RESPONSES
 from api.metrics import Metrics
 from api.schemas import HealthResponse, ReadyResponse
 from api.service import Service
@@ -17,11 +18,21 @@ class HealthController(Controller):
     opt = {"public": True}
     tags = ["health"]
 
-    @get("/health", summary="Liveness: the process serves HTTP")
-    async def health(self) -> HealthResponse:
+    @get(
+        "/health",
+        summary="Liveness: the process serves HTTP (503 if the model failed to load)",
+        responses=PROBE_RESPONSES,
+    )
+    async def health(self, state: State) -> HealthResponse:
+        if state.get("load_error") is not None:
+            raise NotReadyError("the proxy model failed to load; see the server log")
         return HealthResponse(status="ok")
 
-    @get("/ready", summary="Readiness: the proxy model is loaded (503 not_ready until then)")
+    @get(
+        "/ready",
+        summary="Readiness: the proxy is loaded and computes (503 not_ready until then)",
+        responses=PROBE_RESPONSES,
+    )
     async def ready(self, state: State) -> ReadyResponse:
         service: Service | None = state.get("service")
         if service is None:
@@ -31,6 +42,7 @@ class HealthController(Controller):
             model=service.model_name,
             rerank_method=str(getattr(service.reranker, "method", "")),
             cache=service.cache.name,
+            degraded=not await service.cache_healthy(),
         )
 
     @get(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from litestar import Controller, Response, post
 
+from api.errors import MODEL_ROUTE_RESPONSES
 from api.schemas import RerankRequest, RerankResponse
 from api.service import Service
 
@@ -17,17 +18,32 @@ def with_cache_header(body: RerankResponse, hit: bool) -> Response[RerankRespons
 class RerankController(Controller):
     tags = ["rerank"]
 
-    @post("/v1/rerank", status_code=200, summary="Rerank documents (Cohere v1 shape)")
+    @post(
+        "/v1/rerank",
+        status_code=200,
+        responses=MODEL_ROUTE_RESPONSES,
+        summary="Rerank documents (Cohere v1 shape)",
+    )
     async def rerank_v1(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
         body, hit = await service.rerank(data, api_version="1")
         return with_cache_header(body, hit)
 
-    @post("/v2/rerank", status_code=200, summary="Rerank documents (Cohere v2 shape)")
+    @post(
+        "/v2/rerank",
+        status_code=200,
+        responses=MODEL_ROUTE_RESPONSES,
+        summary="Rerank documents (Cohere v2 shape)",
+    )
     async def rerank_v2(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
         body, hit = await service.rerank(data, api_version="2")
         return with_cache_header(body, hit)
 
-    @post("/rerank", status_code=200, summary="Rerank documents; also accepts TEI's 'texts'")
+    @post(
+        "/rerank",
+        status_code=200,
+        responses=MODEL_ROUTE_RESPONSES,
+        summary="Rerank documents; also accepts TEI's 'texts'",
+    )
     async def rerank(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
         body, hit = await service.rerank(data, api_version="1")
         return with_cache_header(body, hit)
