@@ -25,6 +25,7 @@ from api.deps import DEPENDENCIES
 from api.disconnect import cancel_on_disconnect
 from api.errors import EXCEPTION_HANDLERS
 from api.metrics import Metrics
+from api.routes.ask import AskController
 from api.routes.compress import CompressController, RerankCompressController
 from api.routes.health import HealthController
 from api.routes.page import PAGE_HANDLERS
@@ -205,6 +206,7 @@ def create_app(
         handlers.append(RerankCompressController)
     if settings.index_dir:
         handlers.append(RetrieveController)
+        handlers.append(AskController)
     app = Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],

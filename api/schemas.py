@@ -7,13 +7,16 @@ shape. Library results are converted with ``from_result``; the library knows not
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta, Struct
 
 from ragattn.errors import InvalidInputError, ModelOutputError
 from ragattn.types import CompressionResult, Document, RerankResults
+
+if TYPE_CHECKING:
+    from ragattn.pipeline import PipelineResult
 
 PositiveInt = Annotated[int, Meta(ge=1)]
 
@@ -379,6 +382,113 @@ class RetrieveResponse(Struct):
     warnings: list[str]
 
 
+class AskRequest(Struct, kw_only=True):
+    """``POST /v1/ask``: answer a question over the configured index (RAG end to end).
+
+    ``order`` is the context order for the generator (``best_first``, ``best_last``, ``edges``;
+    default: the library's measured default). ``rerank`` / ``compress`` switch those stages off.
+    """
+
+    question: str
+    top_k: PositiveInt = 20
+    top_n: PositiveInt = 5
+    ratio: float = 0.5
+    order: Literal["best_first", "best_last", "edges"] | None = None
+    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+    rerank: bool = True
+    compress: bool = True
+    return_text: bool = False
+
+
+class AskSourceOut(Struct, omit_defaults=True):
+    """One reranked passage: scores, its place in the generator's context, and what was kept."""
+
+    id: str
+    retrieval_score: float
+    retrieval_rank: int
+    kept_spans: list[KeptSpanOut]
+    title: str | None = None
+    relevance_score: float | None = None
+    context_position: int | None = None
+    text: str | None = None
+    kept_text: str | None = None
+
+
+class AskTimingsOut(Struct):
+    """Seconds per pipeline stage."""
+
+    retrieve: float
+    rerank: float
+    compress: float
+    cache: float
+    generate: float
+    total: float
+
+
+class AskResponse(Struct):
+    """The answer, its sources, context tokens before/after compression (``tokenizer``'s tokens),
+    generator token usage, per-stage timings and whether the answer came from the cache."""
+
+    id: str
+    answer: str
+    model: str
+    order: str
+    sources: list[AskSourceOut]
+    tokens_before: int
+    tokens_after: int
+    ratio: float
+    tokenizer: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    timings: AskTimingsOut
+    cache_hit: bool
+    warnings: list[str]
+
+    @classmethod
+    def from_result(cls, result: PipelineResult, *, id: str, return_text: bool) -> AskResponse:
+        sources = [
+            AskSourceOut(
+                id=s.id,
+                title=s.title,
+                retrieval_score=_finite(s.retrieval_score, "retrieval_score"),
+                retrieval_rank=s.retrieval_rank,
+                relevance_score=s.relevance_score,
+                context_position=s.context_position,
+                kept_spans=[
+                    KeptSpanOut(start=k.start, end=k.end, score=k.score, text=k.text)
+                    for k in s.kept_spans
+                ],
+                text=s.text if return_text else None,
+                kept_text=s.kept_text if return_text else None,
+            )
+            for s in result.sources
+        ]
+        t = result.timings
+        return cls(
+            id=id,
+            answer=result.answer.text,
+            model=result.answer.model,
+            order=result.order,
+            sources=sources,
+            tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after,
+            ratio=result.ratio,
+            tokenizer=result.tokenizer,
+            prompt_tokens=result.answer.prompt_tokens,
+            completion_tokens=result.answer.completion_tokens,
+            timings=AskTimingsOut(
+                retrieve=t.retrieve,
+                rerank=t.rerank,
+                compress=t.compress,
+                cache=t.cache,
+                generate=t.generate,
+                total=t.total,
+            ),
+            cache_hit=result.cache_hit,
+            warnings=list(result.warnings),
+        )
+
+
 class HealthResponse(Struct):
     status: str
 
@@ -406,6 +516,8 @@ def encode_cached(value: Struct) -> bytes:
 
 
 __all__ = [
+    "AskRequest",
+    "AskResponse",
     "CompressRequest",
     "CompressResponse",
     "DocumentIn",
