@@ -8,11 +8,13 @@ from typing import Any
 import numpy as np
 
 from ragattn.assets import default_models_dir, proxy_slug
+from ragattn.attention import HeadSet
 from ragattn.errors import InvalidInputError
 from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
 from ragattn.rerank.base import DocScores, Scorer
 from ragattn.rerank.fusion import FusedScorer, RerankProfile, profile_path
 from ragattn.rerank.icr import AttentionMemo, IcrScorer
+from ragattn.rerank.retrieval_profile import RetrievalHeadProfile, retrieval_profile_path
 from ragattn.types import DocumentLike, RerankResult, RerankResults, as_documents
 
 ScorerFactory = Callable[[Proxy, AttentionMemo | None], Scorer]
@@ -20,6 +22,15 @@ ScorerFactory = Callable[[Proxy, AttentionMemo | None], Scorer]
 
 def _profile(proxy: Proxy) -> RerankProfile:
     return RerankProfile.load(profile_path(default_models_dir(), proxy_slug(proxy)))
+
+
+def _retrieval_heads(proxy: Proxy) -> HeadSet:
+    """Wu et al. retrieval heads from ``models/<proxy>/retrieval-heads.json`` (``ragattn heads
+    detect``), checked against the proxy's geometry."""
+    path = retrieval_profile_path(default_models_dir(), proxy_slug(proxy))
+    heads = RetrievalHeadProfile.load(path).heads
+    heads.validate(proxy.num_layers, proxy.num_heads)
+    return heads
 
 
 METHODS: dict[str, ScorerFactory] = {
@@ -34,6 +45,17 @@ METHODS: dict[str, ScorerFactory] = {
     "qrhead": lambda p, m: IcrScorer(p, heads=_profile(p).heads, name="qrhead", memo=m),
     "qrhead-reattn": lambda p, m: IcrScorer(
         p, heads=_profile(p).heads, idf=True, entropy_lambda=0.5, name="qrhead-reattn", memo=m
+    ),
+    "icr-retrieval": lambda p, m: IcrScorer(
+        p, heads=_retrieval_heads(p), name="icr-retrieval", memo=m
+    ),
+    "icr-retrieval-reattn": lambda p, m: IcrScorer(
+        p,
+        heads=_retrieval_heads(p),
+        idf=True,
+        entropy_lambda=0.5,
+        name="icr-retrieval-reattn",
+        memo=m,
     ),
     "fused": lambda p, m: FusedScorer(p, _profile(p), attention=True, name="fused", memo=m),
     "fused-no-attention": lambda p, m: FusedScorer(

@@ -229,7 +229,13 @@ def load_haystack(data_dir: Path) -> tuple[str, ...]:
 
 
 def trial_grid(trials: int, n_sentences: int) -> list[TrialSpec]:
-    """``trials`` specs cycling over lengths, depths and needles; each starts elsewhere."""
+    """``trials`` specs cycling over lengths, depths and needles; each starts elsewhere.
+
+    Lengths cycle fastest, depths every ``len(LENGTHS)`` trials, needles with the trial index, so
+    40 trials cover every (length, depth) cell twice. Since 6 and 4 share the factor 2, a needle
+    only meets lengths of its own parity (needle 0 with 300 and 1,000 tokens, needle 1 with 600
+    and 1,500, ...); kept so that the committed profile stays reproducible.
+    """
     specs = []
     for t in range(trials):
         specs.append(
