@@ -276,7 +276,7 @@ def _dense_reusing(
     known = _previous_vectors(out, emb)
     reused = sum(1 for t in texts if t in known)
     todo = list(dict.fromkeys(t for t in texts if t not in known))  # each new text once
-    fresh = emb.encode(todo, show_progress=show_progress)
+    fresh = emb.encode(todo, show_progress=show_progress, cache=False)
     known.update(zip(todo, fresh, strict=True))
     vectors = np.stack([known[t] for t in texts]).astype(np.float32)
     return DenseRetriever(docs, embedder=emb, vectors=vectors, exact_max=exact_max), reused

@@ -1,0 +1,53 @@
+"""The packaged MiniLM embedder and its LRU of recently encoded texts (real model, no doubles)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ragattn.embed import Embedder
+
+TEXTS = ["Paris is the capital of France.", "The Nile flows north.", "Rome is in Italy."]
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Embedder:
+    return Embedder(cache_size=4)
+
+
+def test_cached_vectors_equal_fresh_ones(embedder: Embedder) -> None:
+    fresh = embedder.encode(TEXTS, cache=False)
+    first = embedder.encode(TEXTS)
+    again = embedder.encode(list(reversed(TEXTS)))
+    np.testing.assert_allclose(first, fresh, atol=1e-5)
+    np.testing.assert_array_equal(again, first[::-1])
+    assert np.allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+
+
+def test_hits_skip_the_model_and_the_lru_is_bounded(embedder: Embedder) -> None:
+    embedder._cache.clear()
+    calls: list[int] = []
+    encode = embedder._encode
+
+    def counting(texts: list[str], show_progress: bool) -> np.ndarray:
+        calls.append(len(texts))
+        return encode(texts, show_progress)
+
+    embedder._encode = counting  # type: ignore[method-assign]
+    try:
+        embedder.encode(TEXTS + [TEXTS[0]])  # a duplicate inside one call is encoded once
+        embedder.encode(TEXTS[:2])
+        assert calls == [3]
+        embedder.encode(["a", "b", "c"])
+        assert calls == [3, 3]
+        assert len(embedder._cache) == 4  # cache_size
+        embedder.encode([TEXTS[0]])  # evicted (least recently used) -> encoded again
+        assert calls == [3, 3, 1]
+        embedder.encode(["d"], cache=False)
+        assert calls == [3, 3, 1, 1] and len(embedder._cache) == 4
+    finally:
+        del embedder._encode
+
+
+def test_empty_input_gives_an_empty_matrix(embedder: Embedder) -> None:
+    assert embedder.encode([]).shape == (0, embedder.dim)
