@@ -13,12 +13,19 @@ import resource
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from ragattn.prompt import CALIBRATION_QUERY, assemble, rerank_pieces, with_query
+from ragattn.attention import HeadSet, engine_for
+from ragattn.prompt import (
+    CALIBRATION_QUERY,
+    assemble,
+    rerank_pieces,
+    shared_prefix_length,
+    with_query,
+)
 from ragattn.proxy import Proxy
 from ragattn.rerank.icr import IcrScorer
 from ragattn.types import Document
@@ -56,7 +63,8 @@ def time_runs(name: str, fn: Callable[[], object], runs: int, warmup: int = 1) -
 def dl19_documents(
     data_dir: Path, n_docs: int, doc_tokens: int, proxy: Proxy
 ) -> tuple[str, list[Document]]:
-    """The first DL19 query and its first ``n_docs`` BM25 candidates cut to ``doc_tokens`` proxy tokens."""
+    """The first DL19 query and its first ``n_docs`` BM25 candidates, each cut to ``doc_tokens``
+    proxy tokens."""
     path = data_dir / "candidates_bm25_top100.jsonl"
     with path.open() as fh:
         row = json.loads(fh.readline())
@@ -184,3 +192,237 @@ def bench_compress(
         row["context_tokens"] = n_tokens
         row["documents"] = len(docs)
     return rows
+
+
+# --- levers: each optimisation of the rerank path, in one run against the naive baseline ---
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeverRow:
+    """One measured variant of the rerank path.
+
+    ``fidelity`` is the largest absolute difference of the calibrated per-token attention deltas
+    (probability units, summed over the selected heads) from the fp32 reference of the same heads;
+    ``None`` where the variant computes another quantity (whole methods, other candidate counts).
+    """
+
+    lever: str
+    kept: bool
+    median_s: float
+    runs_s: tuple[float, ...]
+    speedup: float
+    fidelity: float | None
+    note: str
+
+
+def _icr_deltas(
+    proxy: Proxy,
+    query: str,
+    docs: Sequence[Document],
+    heads: HeadSet,
+    *,
+    shared_prefix: bool,
+    early_exit: bool,
+) -> torch.Tensor:
+    """``[heads, prefix]`` calibrated attention (real minus ``N/A`` query) of one listwise window,
+    by two full passes or by one document prefix shared through the KV cache."""
+    engine = engine_for(proxy)
+    pieces = rerank_pieces(query, docs, list(range(len(docs))), family=proxy.chat_family)
+    real = assemble(pieces, proxy.tokenizer)
+    twin = assemble(with_query(pieces, CALIBRATION_QUERY), proxy.tokenizer)
+    rows_r = list(range(real.query_span.start, real.query_span.end))
+    rows_t = list(range(twin.query_span.start, twin.query_span.end))
+    prefix = min(shared_prefix_length(real, twin), real.query_span.start, twin.query_span.start)
+    if shared_prefix:
+        s, c = engine.capture_shared_prefix(
+            real.input_ids[:prefix],
+            [(real.input_ids[prefix:], rows_r), (twin.input_ids[prefix:], rows_t)],
+            heads,
+            early_exit=early_exit,
+        )
+    else:
+        s = engine.capture(real.input_ids, rows_r, heads, early_exit=early_exit)
+        c = engine.capture(twin.input_ids, rows_t, heads, early_exit=early_exit)
+    return s.weights[:, 0, :prefix] - c.weights[:, 0, :prefix]
+
+
+def _with_model(proxy: Proxy, model: object) -> Proxy:
+    """``proxy`` around another copy of its model (the copy gets its own attention engine)."""
+    if hasattr(model, "_ragattn_engine"):
+        del model._ragattn_engine
+    return Proxy(
+        name=proxy.name,
+        model=model,
+        tokenizer=proxy.tokenizer,
+        chat_family=proxy.chat_family,
+        dtype=proxy.dtype,
+        load_seconds=proxy.load_seconds,
+        source=proxy.source,
+    )
+
+
+def bench_levers(
+    proxy: Proxy,
+    data_dir: Path,
+    *,
+    n_docs: int = 20,
+    doc_tokens: int = 128,
+    runs: int = 5,
+    scale_docs: int = 100,
+    bf16: bool = True,
+) -> dict:
+    """Every lever of the rerank path on one DL19 query, as same-run ratios against the naive
+    baseline (eager attention, ``output_attentions`` over all layers, two full passes).
+
+    Rows, in order: naive; query-row capture on SDPA (two passes, all layers); + KV reuse for the
+    ``N/A`` twin; + early exit after the deepest QRHead layer; thread count; int8 dynamic
+    quantisation; bf16; whole methods (``fused`` with attention, the default ``fused-no-attention``
+    cold and with its embedding LRU warm); and cost growth from ``n_docs`` to ``scale_docs``.
+    """
+    import copy
+
+    from ragattn.assets import default_models_dir, proxy_slug
+    from ragattn.embed import shared_embedder
+    from ragattn.rerank import Reranker
+    from ragattn.rerank.fusion import RerankProfile, profile_path
+    from ragattn.types import RerankResults
+
+    query, docs = dl19_documents(data_dir, max(n_docs, scale_docs), doc_tokens, proxy)
+    few = docs[:n_docs]
+    profile = RerankProfile.load(profile_path(default_models_dir(), proxy_slug(proxy)))
+    every = HeadSet.all(proxy.num_layers, proxy.num_heads)
+    qr = profile.heads
+    threads = torch.get_num_threads()
+    rows: list[LeverRow] = []
+
+    naive = time_runs("naive", lambda: naive_icr(proxy, query, few), runs)
+
+    def add(lever: str, kept: bool, timing: Timing, fidelity: float | None, note: str) -> None:
+        rows.append(
+            LeverRow(
+                lever=lever,
+                kept=kept,
+                median_s=timing.median,
+                runs_s=timing.seconds,
+                speedup=naive.median / timing.median,
+                fidelity=fidelity,
+                note=note,
+            )
+        )
+
+    add(
+        "naive: eager, output_attentions, all layers, 2 full passes", False, naive, None, "baseline"
+    )
+
+    def deltas(p: Proxy, heads: HeadSet, shared: bool, exit_: bool) -> torch.Tensor:
+        return _icr_deltas(p, query, few, heads, shared_prefix=shared, early_exit=exit_)
+
+    ref_all = deltas(proxy, every, False, False)
+    ref_qr = deltas(proxy, qr, False, False)
+
+    def err(x: torch.Tensor, ref: torch.Tensor) -> float:
+        return float((x.sum(0) - ref.sum(0)).abs().max())
+
+    timing = time_runs("rows", lambda: deltas(proxy, every, False, False), runs)
+    add("query-row capture on SDPA (2 passes, all layers)", True, timing, 0.0, "exact by test")
+    timing = time_runs("kv", lambda: deltas(proxy, every, True, False), runs)
+    add(
+        "+ KV reuse: documents encoded once for query and N/A",
+        True,
+        timing,
+        err(deltas(proxy, every, True, False), ref_all),
+        "",
+    )
+    timing = time_runs("exit", lambda: deltas(proxy, qr, True, True), runs)
+    add(
+        f"+ early exit after layer {qr.deepest} (QRHead profile, {len(qr)} heads)",
+        True,
+        timing,
+        err(deltas(proxy, qr, True, True), ref_qr),
+        f"{qr.deepest + 1}/{proxy.num_layers} layers run",
+    )
+    torch.set_num_threads(1)
+    try:
+        timing = time_runs("1 thread", lambda: deltas(proxy, qr, True, True), runs)
+    finally:
+        torch.set_num_threads(threads)
+    add(f"threads 1 (vs {threads})", threads == 1, timing, 0.0, "")
+
+    quant = _with_model(
+        proxy,
+        torch.ao.quantization.quantize_dynamic(
+            copy.deepcopy(proxy.model), {torch.nn.Linear}, dtype=torch.qint8
+        ),
+    )
+    timing = time_runs("int8", lambda: deltas(quant, qr, True, True), runs)
+    add(
+        "int8 dynamic quantisation of the linear layers",
+        False,
+        timing,
+        err(deltas(quant, qr, True, True), ref_qr),
+        "fbgemm on AVX2",
+    )
+    if bf16:
+        half = _with_model(proxy, copy.deepcopy(proxy.model).to(torch.bfloat16))
+        timing = time_runs("bf16", lambda: deltas(half, qr, True, True), 1, warmup=0)
+        add(
+            "bf16 weights and activations",
+            False,
+            timing,
+            err(deltas(half, qr, True, True), ref_qr),
+            "1 run: no native bf16 on this CPU",
+        )
+
+    fused = Reranker(proxy, method="fused")
+    timing = time_runs("fused", lambda: fused.rerank(query, few), runs)
+    add("method fused (QRHead attention + BM25 + MiniLM)", False, timing, None, "whole method")
+    default = Reranker(proxy)
+    embedder = shared_embedder()
+
+    def cold() -> object:
+        embedder._cache.clear()
+        return default.rerank(query, few)
+
+    timing = time_runs("default cold", cold, runs)
+    add(f"method {default.method} (default), documents new", True, timing, None, "whole method")
+    fresh_queries = iter(range(10**6))
+    timing = time_runs(
+        "default warm", lambda: default.rerank(f"{query} ({next(fresh_queries)})", few), runs
+    )
+    add(
+        f"method {default.method}, documents seen before (embedding LRU)",
+        True,
+        timing,
+        None,
+        "a new query each run; only the query is encoded",
+    )
+    scaling = {}
+    for name, reranker in (("fused", fused), (default.method, default)):
+
+        def run(subset: Sequence[Document], r: Reranker = reranker) -> RerankResults:
+            embedder._cache.clear()
+            return r.rerank(query, subset)
+
+        small = time_runs(name, lambda run=run: run(few), runs)
+        big = time_runs(name, lambda run=run: run(docs), runs)
+        scaling[name] = {
+            "docs": [n_docs, len(docs)],
+            "median_s": [small.median, big.median],
+            "ratio": big.median / small.median,
+            "windows": run(docs).windows,
+        }
+    n_tokens = len(
+        assemble(
+            rerank_pieces(query, few, list(range(len(few))), family=proxy.chat_family),
+            proxy.tokenizer,
+        )
+    )
+    return {
+        "proxy": proxy.name,
+        "threads": threads,
+        "documents": len(few),
+        "prompt_tokens": n_tokens,
+        "rows": [asdict(r) for r in rows],
+        "scaling": scaling,
+        "peak_rss_mb": peak_rss_mb(),
+    }

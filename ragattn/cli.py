@@ -129,6 +129,57 @@ def bench_attention_cmd(
         out.write_text(json.dumps(result, indent=2))
 
 
+@bench_app.command("levers")
+def bench_levers_cmd(
+    data: Path = typer.Option(
+        Path("../shared/data/trec-dl-2019"), help="TREC DL19 folder (candidates)."
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    docs: int = typer.Option(20, help="Number of candidate documents."),
+    doc_tokens: int = typer.Option(128, help="Proxy tokens per document (at most)."),
+    scale_docs: int = typer.Option(100, help="Candidates for the cost-growth row."),
+    runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
+    threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+    bf16: bool = typer.Option(True, help="Include the (slow on AVX2) bf16 row."),
+    out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
+) -> None:
+    """Each lever of the rerank path, same run, as speed-ups over the naive two-pass eager ICR."""
+    import json
+
+    from ragattn.bench import bench_levers
+    from ragattn.proxy import load_proxy
+
+    result = bench_levers(
+        load_proxy(proxy, threads=threads),
+        data,
+        n_docs=docs,
+        doc_tokens=doc_tokens,
+        runs=runs,
+        scale_docs=scale_docs,
+        bf16=bf16,
+    )
+    typer.echo(
+        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
+        f"{result['threads']} threads, medians of {runs} runs\n"
+        "| lever | kept | median s | speed-up vs naive | max abs delta | note |\n|---|---|---|---|---|---|"
+    )
+    for row in result["rows"]:
+        fid = "" if row["fidelity"] is None else f"{row['fidelity']:.1e}"
+        typer.echo(
+            f"| {row['lever']} | {'yes' if row['kept'] else 'no'} | {row['median_s']:.3f} | "
+            f"{row['speedup']:.1f}x | {fid} | {row['note']} |"
+        )
+    for name, sc in result["scaling"].items():
+        typer.echo(
+            f"cost growth {name}: {sc['docs'][0]} -> {sc['docs'][1]} candidates "
+            f"{sc['median_s'][0]:.3f} s -> {sc['median_s'][1]:.3f} s = {sc['ratio']:.2f}x "
+            f"({sc['windows']} windows)"
+        )
+    typer.echo(f"peak RSS {result['peak_rss_mb']:.0f} MiB")
+    if out:
+        out.write_text(json.dumps(result, indent=2))
+
+
 @bench_app.command("compress")
 def bench_compress_cmd(
     data: Path = typer.Option(
