@@ -273,11 +273,21 @@ def rerank_pieces(
     family: ChatFamily,
     instruction: str = "ie",
     separator: str = "\n\n",
+    query_first: bool = False,
 ) -> list[Piece]:
     """ICR's listwise layout: documents ``[i] title\\ntext`` in ``order``, then the late instruction,
-    ``Query: <q>`` and the chat suffix, which together form the query span."""
+    ``Query: <q>`` and the chat suffix, which together form the query span.
+
+    ``query_first`` also states the query before the documents ("query before and after"), so a
+    small model reads each document knowing what it is for. That copy is an instruction piece, not
+    a QUERY piece: the ``N/A`` twin keeps it and so still shares the whole document prefix.
+    """
     prefix, suffix = CHAT_WRAPPERS[family]
-    pieces = [Piece(kind=Kind.CHAT_PREFIX, text=prefix + "Here are some paragraphs:")]
+    pieces = [Piece(kind=Kind.CHAT_PREFIX, text=prefix)] if prefix else []
+    if query_first:
+        pieces.append(Piece(kind=Kind.INSTRUCTION, text=f"Query: {query}"))
+        pieces.append(Piece(kind=Kind.SEPARATOR, text=separator))
+    pieces.append(Piece(kind=Kind.INSTRUCTION, text="Here are some paragraphs:"))
     for slot, index in enumerate(order, start=1):
         body, offset = document_text(documents[index])
         marker = f"[{slot}] "

@@ -42,6 +42,13 @@ METHODS: dict[str, ScorerFactory] = {
     "icr-middle-reattn": lambda p, m: IcrScorer(
         p, heads="middle", idf=True, entropy_lambda=0.5, name="icr-middle-reattn", memo=m
     ),
+    "icr-two-orders": lambda p, m: IcrScorer(p, heads="all", orders=2, name="icr-two-orders"),
+    "icr-query-first": lambda p, m: IcrScorer(
+        p, heads="all", query_first=True, name="icr-query-first"
+    ),
+    "icr-pointwise": lambda p, m: IcrScorer(
+        p, heads="all", docs_per_window=1, name="icr-pointwise"
+    ),
     "qrhead": lambda p, m: IcrScorer(p, heads=_profile(p).heads, name="qrhead", memo=m),
     "qrhead-reattn": lambda p, m: IcrScorer(
         p, heads=_profile(p).heads, idf=True, entropy_lambda=0.5, name="qrhead-reattn", memo=m

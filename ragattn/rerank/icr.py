@@ -116,7 +116,11 @@ class WindowedAttention:
         max_window_tokens: int = 3072,
         max_doc_tokens: int = 400,
         memo: AttentionMemo | None = None,
+        query_first: bool = False,
+        docs_per_window: int | None = None,
     ) -> None:
+        if docs_per_window is not None and docs_per_window < 1:
+            raise InvalidInputError(f"docs_per_window must be >= 1, got {docs_per_window}")
         self.proxy = proxy
         self.engine = engine_for(proxy)
         self.heads = _heads_for(proxy, heads)
@@ -125,6 +129,8 @@ class WindowedAttention:
         self.max_window_tokens = max_window_tokens
         self.max_doc_tokens = max_doc_tokens
         self.memo = memo
+        self.query_first = query_first
+        self.docs_per_window = docs_per_window
 
     def _truncate(
         self, documents: Sequence[Document]
@@ -166,6 +172,8 @@ class WindowedAttention:
             self.instruction,
             self.max_window_tokens,
             self.max_doc_tokens,
+            self.query_first,
+            self.docs_per_window,
         )
         found = self.memo.get(key)
         if found is None:
@@ -183,13 +191,16 @@ class WindowedAttention:
     ) -> tuple[list[WindowAttention], list[str]]:
         docs, counts, warnings = self._truncate(documents)
         q_tokens = len(self.proxy.tokenizer(query, add_special_tokens=False)["input_ids"])
-        budget = self.max_window_tokens - q_tokens - 64
+        budget = self.max_window_tokens - (2 if self.query_first else 1) * q_tokens - 64
         if budget < max(counts):
             raise InvalidInputError(
                 f"the query is too long ({q_tokens} proxy tokens) to fit a scoring window of "
                 f"{self.max_window_tokens} tokens"
             )
         windows = plan_windows(counts, prompt_order, budget)
+        if self.docs_per_window is not None:
+            size = self.docs_per_window
+            windows = [w[i : i + size] for w in windows for i in range(0, len(w), size)]
         if len(windows) > 1:
             warnings.append(
                 f"{len(documents)} documents were scored in {len(windows)} windows of at most "
@@ -202,7 +213,14 @@ class WindowedAttention:
         self, query: str, docs: Sequence[Document], order: Sequence[int], heads: HeadSet
     ) -> WindowAttention:
         family = self.proxy.chat_family
-        pieces = rerank_pieces(query, docs, order, family=family, instruction=self.instruction)
+        pieces = rerank_pieces(
+            query,
+            docs,
+            order,
+            family=family,
+            instruction=self.instruction,
+            query_first=self.query_first,
+        )
         real = assemble(pieces, self.proxy.tokenizer)
         rows_real = range(real.query_span.start, real.query_span.end)
         if not self.calibrate:
@@ -291,8 +309,14 @@ class IcrScorer:
         max_window_tokens: int = 3072,
         name: str = "icr",
         memo: AttentionMemo | None = None,
+        query_first: bool = False,
+        docs_per_window: int | None = None,
+        orders: int = 1,
     ) -> None:
+        if orders not in (1, 2):
+            raise InvalidInputError(f"orders must be 1 or 2, got {orders}")
         self.name = name
+        self.orders = orders
         self.windows = WindowedAttention(
             proxy,
             heads,
@@ -300,6 +324,8 @@ class IcrScorer:
             instruction=instruction,
             max_window_tokens=max_window_tokens,
             memo=memo,
+            query_first=query_first,
+            docs_per_window=docs_per_window,
         )
         self.mask_sigma = mask_sigma
         self.idf = idf
@@ -312,13 +338,36 @@ class IcrScorer:
     def score(
         self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]
     ) -> DocScores:
+        """Raw score of a document: its calibrated attention mass (probability units summed over
+        the selected heads and the document's kept tokens) times the number of documents in its
+        window, so windows of different sizes stay comparable; with ``orders=2`` the mean over the
+        first-stage order (best last, nearest the query) and its reverse."""
+        tok = self.windows.proxy.tokenizer
+        query_ids = set(tok(query.lower(), add_special_tokens=False)["input_ids"])
+        query_ids |= set(tok(query, add_special_tokens=False)["input_ids"])
         prompt_order = list(reversed(first_stage_order))
+        raw, n_windows, warnings = self._raw(query, documents, prompt_order, query_ids)
+        if self.orders == 2:
+            raw2, n2, _ = self._raw(query, documents, prompt_order[::-1], query_ids)
+            raw = (raw + raw2) / 2.0
+            n_windows += n2
+            warnings.append(
+                "scored in two document orders (position-bias averaging): twice the forward cost"
+            )
+        scale = len(self.heads) * 0.01
+        return DocScores(
+            raw=raw, relevance=sigmoid(raw / scale), windows=n_windows, warnings=tuple(warnings)
+        )
+
+    def _raw(
+        self,
+        query: str,
+        documents: Sequence[Document],
+        prompt_order: Sequence[int],
+        query_ids: set[int],
+    ) -> tuple[np.ndarray, int, list[str]]:
         windows, warnings = self.windows.run(query, documents, prompt_order)
         raw = np.zeros(len(documents), dtype=np.float64)
-        query_ids = set(
-            self.windows.proxy.tokenizer(query.lower(), add_special_tokens=False)["input_ids"]
-        )
-        query_ids |= set(self.windows.proxy.tokenizer(query, add_special_tokens=False)["input_ids"])
         for win in windows:
             per_token = win.delta.sum(dim=0).numpy().astype(np.float64)
             spans = [win.prompt.document(i).tokens for i in win.docs]
@@ -332,7 +381,4 @@ class IcrScorer:
                 if self.entropy_lambda:
                     value *= entropy_weight(mass, self.entropy_lambda) if value > 0 else 1.0
                 raw[i] = value * len(win.docs)
-        scale = len(self.heads) * 0.01
-        return DocScores(
-            raw=raw, relevance=sigmoid(raw / scale), windows=len(windows), warnings=tuple(warnings)
-        )
+        return raw, len(windows), list(warnings)

@@ -136,3 +136,49 @@ def test_missing_profile_names_the_command(proxy, tmp_path):
 
     with pytest.raises(ModelLoadError, match="ragattn heads select"):
         RerankProfile.load(tmp_path / "rerank-profile.json")
+
+
+def test_two_orders_average_both_prompt_orders(proxy):
+    from ragattn.rerank.icr import IcrScorer
+
+    docs = [Document(text=t) for t in DOCS]
+    order = [2, 0, 1, 3]
+    one = IcrScorer(proxy, heads="middle")
+    both = IcrScorer(proxy, heads="middle", orders=2).score(QUERY, docs, order)
+    forward = one.score(QUERY, docs, order).raw
+    backward = one.score(QUERY, docs, order[::-1]).raw
+    assert not np.allclose(forward, backward)  # position bias exists, so averaging changes scores
+    np.testing.assert_allclose(both.raw, (forward + backward) / 2, atol=1e-6)
+    assert both.windows == 2 and any("two document orders" in w for w in both.warnings)
+    with pytest.raises(InvalidInputError, match="orders must be 1 or 2"):
+        IcrScorer(proxy, orders=3)
+
+
+def test_query_first_prompt_states_the_query_before_the_documents(proxy):
+    from ragattn.prompt import (
+        CALIBRATION_QUERY,
+        Kind,
+        assemble,
+        rerank_pieces,
+        shared_prefix_length,
+        with_query,
+    )
+
+    docs = [Document(text=t) for t in DOCS]
+    pieces = rerank_pieces(QUERY, docs, [0, 1, 2, 3], family=proxy.chat_family, query_first=True)
+    real = assemble(pieces, proxy.tokenizer)
+    twin = assemble(with_query(pieces, CALIBRATION_QUERY), proxy.tokenizer)
+    assert real.text.index(QUERY) < real.text.index(DOCS[0]) < real.text.rindex(QUERY)
+    assert twin.text.count(QUERY) == 1  # the early copy stays, the scored query becomes N/A
+    last_doc = max(real.document(i).tokens.end for i in range(4))
+    assert shared_prefix_length(real, twin) >= last_doc
+    assert sum(p.kind is Kind.QUERY for p in pieces) == 1
+    result = Reranker(proxy, method="icr-query-first").rerank(QUERY, DOCS)
+    assert result[0].index == 2
+
+
+def test_pointwise_scores_each_document_in_its_own_window(proxy):
+    result = Reranker(proxy, method="icr-pointwise").rerank(QUERY, DOCS)
+    assert result.windows == len(DOCS)
+    assert sorted(r.index for r in result) == [0, 1, 2, 3]
+    assert all(np.isfinite(r.raw_score) for r in result)
