@@ -3,10 +3,12 @@ index, proxy, cache and model worker.
 
 The pipeline runs with the service's loaded reranker and default compressor and a
 :class:`~ragattn.generate.LocalGenerator` on the same proxy (the packaged 135M model unless
-``RAGATTN_PROXY`` names another), so one copy of the weights serves every route. Model stages
-(retrieve to compress, then generate) are jobs on the service's worker, behind its queue limit;
-the answer cache is the service's cache, keyed by the pipeline (generator, options, index,
-question and ordered context).
+``RAGATTN_PROXY`` names another), so one copy of the weights serves every route; with
+``RAGATTN_GENERATOR_BASE_URL`` and ``RAGATTN_GENERATOR_MODEL`` an OpenAI-compatible endpoint answers
+instead (its HTTP call also runs on the model worker; failures are 502 ``generator_error``).
+Model stages (retrieve to compress, then generate) are jobs on the service's worker, behind its
+queue limit; the answer cache is the service's cache, keyed by the pipeline (generator, options,
+index, question and ordered context).
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import Any
 from api.schemas import AskRequest, AskResponse
 from api.service import Service, new_id
 from ragattn.errors import InputTooLargeError, InvalidInputError
-from ragattn.generate import LocalGenerator
+from ragattn.generate import Generator, LocalGenerator, OpenAIChatGenerator
 from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, RAGPipeline
 
-_GENERATORS: weakref.WeakKeyDictionary[Service, LocalGenerator] = weakref.WeakKeyDictionary()
+_GENERATORS: weakref.WeakKeyDictionary[Service, Generator] = weakref.WeakKeyDictionary()
 
 
 async def answer(service: Service, req: AskRequest) -> tuple[AskResponse, bool]:
@@ -68,10 +70,20 @@ async def answer(service: Service, req: AskRequest) -> tuple[AskResponse, bool]:
     )
 
 
-def _generator(service: Service) -> LocalGenerator:
+def _generator(service: Service) -> Generator:
+    """The service's generator, built once: an endpoint when configured, else the proxy."""
     generator = _GENERATORS.get(service)
     if generator is None:
-        generator = LocalGenerator(service.proxy)
+        settings = service.settings
+        if settings.generator_base_url and settings.generator_model:
+            generator = OpenAIChatGenerator(
+                settings.generator_base_url,
+                settings.generator_model,
+                api_key=settings.generator_api_key,
+                max_tokens=settings.generator_max_tokens,
+            )
+        else:
+            generator = LocalGenerator(service.proxy, max_new_tokens=settings.generator_max_tokens)
         _GENERATORS[service] = generator
     return generator
 

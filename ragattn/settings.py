@@ -81,6 +81,15 @@ class Settings:
 
     index_dir: str | None = None
     """Retrieval index directory served by ``/v1/retrieve`` (``ragattn index build`` writes one)."""
+    generator_base_url: str | None = None
+    """OpenAI-compatible API root incl. ``/v1`` that ``/v1/ask`` sends its prompts to (None: the
+    proxy itself generates)."""
+    generator_model: str | None = None
+    """The ``model`` sent to ``generator_base_url`` (required with it)."""
+    generator_api_key: str | None = field(default=None, repr=False)
+    """Bearer key for ``generator_base_url``; masked in repr and logs."""
+    generator_max_tokens: int = 48
+    """Most tokens generated per ``/v1/ask`` answer."""
     host: str = "127.0.0.1"
     """Address ``ragattn serve`` binds."""
     port: int = 8080
@@ -99,6 +108,8 @@ class Settings:
                 value = tuple(_mask(k) for k in value)
             elif f.name == "redis_url" and value:
                 value = _mask_url(value)
+            elif f.name == "generator_api_key" and value:
+                value = _mask(value)
             parts.append(f"{f.name}={value!r}")
         return f"Settings({', '.join(parts)})"
 
@@ -127,6 +138,7 @@ class Settings:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["api_keys"] = [_mask(k) for k in self.api_keys]
         out["redis_url"] = _mask_url(self.redis_url) if self.redis_url else None
+        out["generator_api_key"] = _mask(self.generator_api_key) if self.generator_api_key else None
         return out
 
 
@@ -181,6 +193,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "rate_limit_per_minute": _parse_int,
     "queue_size": _parse_int,
     "port": _parse_int,
+    "generator_max_tokens": _parse_int,
     "redis_timeout_s": _parse_float,
     "request_timeout_s": _parse_float,
     "shutdown_grace_s": _parse_float,
@@ -204,6 +217,7 @@ def _validate(s: Settings) -> None:
         "cache_ttl_s",
         "cache_max_items",
         "queue_size",
+        "generator_max_tokens",
     )
     for name in positive:
         value = getattr(s, name)
@@ -221,6 +235,10 @@ def _validate(s: Settings) -> None:
         value = getattr(s, name)
         if not isinstance(value, int | float) or not 0 <= value < float("inf"):
             raise ConfigError(f"{env(name)} must be a number >= 0, got {value!r}")
+    if s.generator_base_url and not s.generator_model:
+        raise ConfigError(f"{env('generator_base_url')} needs {env('generator_model')}")
+    if s.generator_base_url and not s.generator_base_url.startswith(("http://", "https://")):
+        raise ConfigError(f"{env('generator_base_url')} must start with http:// or https://")
     if s.dtype not in _DTYPES:
         raise ConfigError(f"{env('dtype')} must be one of {', '.join(_DTYPES)}, got {s.dtype!r}")
     if s.cache_backend not in _CACHE_BACKENDS:

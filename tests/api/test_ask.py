@@ -110,3 +110,38 @@ async def test_ask_is_absent_without_an_index(make_app: Callable[..., Litestar])
     async with AsyncTestClient(app=make_app()) as c:
         resp = await c.post("/v1/ask", json={"question": QUESTION})
     assert resp.status_code == 404
+
+
+async def test_unreachable_generator_endpoint_is_a_502(
+    make_app: Callable[..., Litestar], index_dir: Path
+) -> None:
+    import socket
+
+    with socket.socket() as s:  # a loopback port with no listener
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = make_app(
+        index_dir=str(index_dir),
+        generator_base_url=f"http://127.0.0.1:{port}/v1",
+        generator_model="m",
+        generator_api_key="sk-secret",
+    )
+    async with AsyncTestClient(app=app) as c:
+        resp = await c.post("/v1/ask", json={"question": QUESTION, "top_k": 3, "mode": "bm25"})
+    assert (resp.status_code, resp.json()["error_type"]) == (502, "generator_error")
+    assert "cannot reach the generator" in resp.json()["message"]
+    assert "sk-secret" not in repr(app.state.settings)
+
+
+def test_generator_settings_are_validated() -> None:
+    from ragattn.errors import ConfigError
+    from ragattn.settings import Settings
+
+    with pytest.raises(
+        ConfigError, match="RAGATTN_GENERATOR_BASE_URL needs RAGATTN_GENERATOR_MODEL"
+    ):
+        Settings.from_env({"RAGATTN_GENERATOR_BASE_URL": "http://127.0.0.1:1/v1"})
+    with pytest.raises(
+        ConfigError, match="RAGATTN_GENERATOR_MAX_TOKENS must be a positive integer"
+    ):
+        Settings.from_env({"RAGATTN_GENERATOR_MAX_TOKENS": "0"})
