@@ -34,11 +34,22 @@ def ask(
     compress: Annotated[
         bool, typer.Option("--compress/--no-compress", help="compress the passages")
     ] = True,
-    generator: Annotated[str, typer.Option(help="local (packaged proxy) or openai")] = "local",
-    base_url: Annotated[
-        str | None, typer.Option(help="OpenAI-compatible API root incl. /v1 (for openai)")
+    generator: Annotated[
+        str | None,
+        typer.Option(
+            help="local (the proxy) or openai (default when RAGATTN_GENERATOR_BASE_URL is set)"
+        ),
     ] = None,
-    model: Annotated[str | None, typer.Option(help="model name sent to the endpoint")] = None,
+    base_url: Annotated[
+        str | None,
+        typer.Option(
+            help="OpenAI-compatible API root incl. /v1 (default RAGATTN_GENERATOR_BASE_URL)"
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="model sent to the endpoint (default RAGATTN_GENERATOR_MODEL)"),
+    ] = None,
     api_key_env: Annotated[
         str, typer.Option(help="environment variable holding the endpoint's API key")
     ] = "OPENAI_API_KEY",
@@ -68,15 +79,16 @@ def ask(
             rerank=rerank,
             compress=compress,
         )
+        generator = generator or ("openai" if settings.generator_base_url else "local")
         if generator not in _GENERATORS:
             raise _usage(f"--generator must be one of {', '.join(_GENERATORS)}, got {generator!r}")
         pipeline = _build(
             loaded_index,
             settings=settings,
             generator=generator,
-            base_url=base_url,
-            model=model,
-            api_key=os.environ.get(api_key_env) or None,
+            base_url=base_url or settings.generator_base_url,
+            model=model or settings.generator_model,
+            api_key=os.environ.get(api_key_env) or settings.generator_api_key,
             max_tokens=max_tokens,
             timeout=timeout,
             proxy=proxy or settings.proxy,

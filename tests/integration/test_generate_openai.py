@@ -94,3 +94,25 @@ def test_invalid_arguments() -> None:
         build_messages(" ", PASSAGES)
     with pytest.raises(InvalidInputError, match="context_passages must be a list of strings"):
         build_messages(QUESTION, "one string")
+
+
+def test_ragattn_ask_with_the_openai_generator(
+    openai_server: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from ragattn.cli import app
+    from ragattn.retrieve import Index
+
+    corpus = [{"id": "eiffel", "title": "Eiffel Tower", "text": PASSAGES[0].split(": ", 1)[1]}]
+    Index.build(corpus, tmp_path / "idx", dense=False, chunk_words=None)
+    monkeypatch.setenv("TEST_GENERATOR_KEY", API_KEY)
+    args = ["ask", QUESTION, "--index", str(tmp_path / "idx"), "--mode", "bm25", "--no-rerank"]
+    endpoint = ["--generator", "openai", "--base-url", f"{openai_server}/v1", "--model", "served"]
+    ok = CliRunner().invoke(app, [*args, *endpoint, "--api-key-env", "TEST_GENERATOR_KEY"])
+    assert ok.exit_code == 0, ok.output
+    # the model name the endpoint echoed (rich may wrap the line anywhere)
+    assert re.search(r"completion\s+tokens\s+by\s+served", ok.output)
+    rejected = CliRunner().invoke(app, [*args, *endpoint, "--api-key-env", "UNSET_KEY_VARIABLE"])
+    assert rejected.exit_code == 2
+    assert "HTTP 401" in rejected.output
