@@ -270,6 +270,7 @@ def bench_levers(
     runs: int = 5,
     scale_docs: int = 100,
     bf16: bool = True,
+    quality_queries: int = 0,
 ) -> dict:
     """Every lever of the rerank path on one DL19 query, as same-run ratios against the naive
     baseline (eager attention, ``output_attentions`` over all layers, two full passes).
@@ -348,12 +349,7 @@ def bench_levers(
         torch.set_num_threads(threads)
     add(f"threads 1 (vs {threads})", threads == 1, timing, 0.0, "")
 
-    quant = _with_model(
-        proxy,
-        torch.ao.quantization.quantize_dynamic(
-            copy.deepcopy(proxy.model), {torch.nn.Linear}, dtype=torch.qint8
-        ),
-    )
+    quant = int8_proxy(proxy)
     timing = time_runs("int8", lambda: deltas(quant, qr, True, True), runs)
     add(
         "int8 dynamic quantisation of the linear layers",
@@ -417,7 +413,13 @@ def bench_levers(
             proxy.tokenizer,
         )
     )
+    quality = {}
+    if quality_queries:
+        for name, variant in (("fp32", proxy), ("int8", quant)):
+            quality[name] = dl19_ndcg(variant, data_dir, "fused", limit=quality_queries)
     return {
+        "quality_fused_dl19_top20": quality,
+        "quality_queries": quality_queries,
         "proxy": proxy.name,
         "threads": threads,
         "documents": len(few),
@@ -426,3 +428,35 @@ def bench_levers(
         "scaling": scaling,
         "peak_rss_mb": peak_rss_mb(),
     }
+
+
+def dl19_ndcg(
+    proxy: Proxy, data_dir: Path, method: str, *, top_k: int = 20, limit: int = 43
+) -> float:
+    """nDCG@10 (trec_eval semantics) of ``method`` reranking the BM25 top ``top_k`` of the first
+    ``limit`` DL19 queries: the quality side of a lever, measured on the lever's proxy copy."""
+    from ragattn.evaluation.datasets import load_candidates
+    from ragattn.evaluation.metrics import ndcg_at_10
+    from ragattn.rerank import Reranker
+
+    rset = load_candidates(
+        data_dir / "candidates_bm25_top100.jsonl", data_dir / "qrels.trec.txt", top_k=top_k
+    )
+    reranker = Reranker(proxy, method=method)
+    run: dict[str, dict[str, float]] = {}
+    for q in rset.queries[:limit]:
+        docs = [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in q.candidates]
+        ranked = reranker.rerank(q.query, docs)
+        run[q.qid] = {r.document.id: 1.0 / rank for rank, r in enumerate(ranked, start=1)}
+    qrels = {qid: rset.qrels[qid] for qid in run if qid in rset.qrels}
+    return ndcg_at_10(run, qrels)[0]
+
+
+def int8_proxy(proxy: Proxy) -> Proxy:
+    """A copy of ``proxy`` whose linear layers use int8 dynamic quantisation (fbgemm)."""
+    import copy
+
+    model = torch.ao.quantization.quantize_dynamic(
+        copy.deepcopy(proxy.model), {torch.nn.Linear}, dtype=torch.qint8
+    )
+    return _with_model(proxy, model)

@@ -141,6 +141,9 @@ def bench_levers_cmd(
     runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
     threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
     bf16: bool = typer.Option(True, help="Include the (slow on AVX2) bf16 row."),
+    quality: int = typer.Option(
+        0, help="Also measure nDCG@10 of 'fused' fp32 vs int8 on the first N DL19 queries (top-20)."
+    ),
     out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
 ) -> None:
     """Each lever of the rerank path, same run, as speed-ups over the naive two-pass eager ICR."""
@@ -157,6 +160,7 @@ def bench_levers_cmd(
         runs=runs,
         scale_docs=scale_docs,
         bf16=bf16,
+        quality_queries=quality,
     )
     typer.echo(
         f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
@@ -175,6 +179,8 @@ def bench_levers_cmd(
             f"{sc['median_s'][0]:.3f} s -> {sc['median_s'][1]:.3f} s = {sc['ratio']:.2f}x "
             f"({sc['windows']} windows)"
         )
+    for name, ndcg in result["quality_fused_dl19_top20"].items():
+        typer.echo(f"quality: fused, {name}: nDCG@10 {ndcg:.4f} ({quality} DL19 queries, top-20)")
     typer.echo(f"peak RSS {result['peak_rss_mb']:.0f} MiB")
     if out:
         out.write_text(json.dumps(result, indent=2))
