@@ -285,6 +285,9 @@ def serve(
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
+    from ragattn.memory import tune_malloc
+
+    tune_malloc()  # before the model loads: keeps the resident set near the weights' size
     # One process: the proxy is loaded once and the worker queue, cache and rate limits are shared.
     app = create_app(settings)
     server = uvicorn.Server(
