@@ -55,6 +55,14 @@ def eval_rerank(
         judged = data.qrels
     if limit is not None:
         queries = queries[:limit]
+    if any(name != "bm25" for name in _methods(method)):
+        from ragattn.embed import shared_embedder
+
+        # Hold every candidate in the embedding LRU, so systems that embed the same texts
+        # (MiniLM, the fusions, across prompt variants) encode each one once.
+        embedder = shared_embedder()
+        texts = sum(len(q.candidates) + 1 for q in queries)
+        embedder.cache_size = max(embedder.cache_size, 2 * texts)
     from ragattn.rerank.icr import AttentionMemo
 
     rankers = {}
