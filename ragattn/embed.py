@@ -58,6 +58,11 @@ class Embedder:
         self._cache: OrderedDict[bytes, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
+    def clear_cache(self) -> None:
+        """Forget every cached vector (benchmarks of the cold path use it)."""
+        with self._lock:
+            self._cache.clear()
+
     def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
         vecs = self._model.encode(
             texts,
