@@ -168,7 +168,11 @@ class Detection:
         if (top is None) == (threshold is None):
             raise InvalidInputError("give exactly one of top or threshold")
         ranked = [(p, s) for p, s in self.ranked() if s > 0.0]
-        chosen = ranked[:top] if top is not None else [(p, s) for p, s in ranked if s > threshold]
+        if top is not None:
+            chosen = ranked[:top]
+        else:
+            assert threshold is not None  # exactly one of the two is set (checked above)
+            chosen = [(p, s) for p, s in ranked if s > threshold]
         if not chosen:
             raise InvalidInputError("no head copied any needle token; no retrieval head to select")
         return HeadSet(tuple(p for p, _ in chosen))
@@ -219,7 +223,7 @@ def load_haystack(data_dir: Path) -> tuple[str, ...]:
     """The sentences of the HotpotQA train-sample paragraphs, in file order."""
     from ragattn.evaluation.datasets import load_hotpot
 
-    out = []
+    out: list[str] = []
     for example in load_hotpot(data_dir / HAYSTACK_FILE):
         for passage in example.passages:
             out.extend(s.strip() for s in passage.sentences if s.strip())
