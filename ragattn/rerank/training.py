@@ -61,7 +61,7 @@ def load_rerank_training(data_dir: Path, per_source: int, seed: int = 7) -> list
             ],
         ),
     ]
-    out = []
+    out = _scifact_train(data_dir, per_source)
     for name, examples in sources:
         for ex in list(examples)[:per_source]:
             pairs = [
@@ -78,6 +78,46 @@ def load_rerank_training(data_dir: Path, per_source: int, seed: int = 7) -> list
                     labels=tuple(l for _, l in pairs),
                 )
             )
+    return out
+
+
+SCIFACT_TRAIN_DEPTH = 20
+"""BM25 candidates per SciFact training claim: the depth the reranker is evaluated at on DL19."""
+
+
+def _scifact_train(data_dir: Path, per_source: int) -> list[RerankExample]:
+    """SciFact *train* claims (never test) with their BM25 top-20 from the full corpus, labelled by
+    the train qrels; claims whose top-20 holds no relevant abstract are skipped. Unlike the QA
+    sources these are first-stage candidate lists, the retrieval setting the reranker serves."""
+    from ragattn.evaluation import datasets as ds
+
+    folder = data_dir / "scifact"
+    if not (folder / "qrels" / "train.tsv").exists():
+        return []
+    data = ds.load_beir(folder, split="train")
+    qids = sorted(q for q in data.queries if q in data.qrels)
+    lists = ds.bm25_candidates(
+        data.corpus, {q: data.queries[q] for q in qids}, k=SCIFACT_TRAIN_DEPTH
+    )
+    out = []
+    for item in lists:
+        relevant = {d for d, g in data.qrels[item.qid].items() if g > 0}
+        labels = tuple(int(c.doc_id in relevant) for c in item.candidates)
+        if not any(labels):
+            continue
+        out.append(
+            RerankExample(
+                source="scifact-train",
+                query=item.query,
+                documents=tuple(
+                    Document(text=c.text, title=c.title or None, id=c.doc_id)
+                    for c in item.candidates
+                ),
+                labels=labels,
+            )
+        )
+        if len(out) == per_source:
+            break
     return out
 
 
