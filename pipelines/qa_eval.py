@@ -110,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument(
-        "--limit", type=int, default=20, help="first N questions (default 20, ~15 min; 0 = all 52)"
+        "--limit", type=int, default=15, help="first N questions (default 15, ~12 min; 0 = all 52)"
     )
     ap.add_argument("--top-k", type=int, default=20)
     ap.add_argument("--top-n", type=int, default=5)
     ap.add_argument("--ratio", type=float, default=0.5)
-    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--max-new-tokens", type=int, default=24)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="write the markdown report here")
     ap.add_argument("--json", type=Path, default=None, help="write per-question results here")
