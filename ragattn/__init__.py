@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+__version__ = "0.1.0"  # before the imports: submodules read it while the package initialises
+
 from ragattn.client import AsyncClient, Client
 from ragattn.compress import Compressor
 from ragattn.errors import InvalidInputError, RagattnError
+from ragattn.generate import LocalGenerator, OpenAIChatGenerator
+from ragattn.pipeline import PipelineOptions, PipelineResult, RAGPipeline
 from ragattn.proxy import Proxy, load_proxy
 from ragattn.rerank import Reranker
 from ragattn.types import CompressionResult, Document, RerankResult, RerankResults
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AsyncClient",
@@ -18,7 +20,12 @@ __all__ = [
     "Compressor",
     "Document",
     "InvalidInputError",
+    "LocalGenerator",
+    "OpenAIChatGenerator",
+    "PipelineOptions",
+    "PipelineResult",
     "Proxy",
+    "RAGPipeline",
     "RagattnError",
     "RerankResult",
     "RerankResults",
