@@ -290,7 +290,8 @@ def _check_success(route: str, sent: dict[str, Any], body: dict[str, Any]) -> No
 
 @pytest.fixture
 async def keyed_small(make_app: Callable[..., Litestar]) -> Any:
-    async with AsyncTestClient(app=make_app(max_tokens_per_doc=512)) as c:
+    # No request deadline: these tests are about input handling, not speed on a loaded box.
+    async with AsyncTestClient(app=make_app(max_tokens_per_doc=512, request_timeout_s=0)) as c:
         yield c
 
 
