@@ -10,7 +10,8 @@ from ragattn.errors import MissingDependencyError
 
 
 def require(module: str, *, extra: str) -> ModuleType:
-    """Import ``module`` or raise :class:`MissingDependencyError` naming ``pip install ragattn[extra]``."""
+    """Import ``module`` or raise :class:`MissingDependencyError` naming
+    ``pip install ragattn[extra]``."""
     if importlib.util.find_spec(module.split(".")[0]) is None:
         raise MissingDependencyError(
             f"{module!r} is not installed; install it with: pip install 'ragattn[{extra}]'"

@@ -1,18 +1,21 @@
-"""Attention capture: softmax rows for chosen query positions, heads and layers, next to a fast SDPA pass.
+"""Attention capture: softmax rows for chosen query positions, heads and layers, next to a fast
+SDPA pass.
 
 The forward pass itself runs PyTorch SDPA. For each selected layer, a registered attention function
 also takes the post-RoPE (and, for Gemma 3, post-QK-norm) queries of the requested positions and all
-keys of the layer (including any cached prefix), repeats the keys for grouped-query attention, applies
-the module's own scaling, soft-cap, causal and sliding-window masks, and computes the softmax over all
-keys in fp32 for those rows only. Nothing of size layers × heads × n × n is ever materialized.
+keys of the layer (including any cached prefix), repeats the keys for grouped-query attention,
+applies the module's own scaling, soft-cap, causal and sliding-window masks, and computes the
+softmax over all keys in fp32 for those rows only. Nothing of size layers × heads × n × n is ever
+materialized.
 
-The forward stops after the deepest selected layer (no later layers, no LM head). A calibration twin
-that shares a token prefix with the real prompt reuses the prefix's KV cache, so documents are encoded
-once and each twin costs only its tail.
+The forward stops after the deepest selected layer (no later layers, no LM head). A calibration
+twin that shares a token prefix with the real prompt reuses the prefix's KV cache, so documents are
+encoded once and each twin costs only its tail.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import inspect
 from collections.abc import Iterable, Sequence
@@ -40,31 +43,36 @@ class HeadSet:
 
     @classmethod
     def all(cls, num_layers: int, num_heads: int) -> HeadSet:
-        return cls(tuple((l, h) for l in range(num_layers) for h in range(num_heads)))
+        return cls(tuple((layer, h) for layer in range(num_layers) for h in range(num_heads)))
 
     @classmethod
     def from_layers(cls, layers: Iterable[int], num_heads: int) -> HeadSet:
-        return cls(tuple((l, h) for l in layers for h in range(num_heads)))
+        return cls(tuple((layer, h) for layer in layers for h in range(num_heads)))
 
     @property
     def layers(self) -> tuple[int, ...]:
-        return tuple(sorted({l for l, _ in self.pairs}))
+        return tuple(sorted({layer for layer, _ in self.pairs}))
 
     @property
     def deepest(self) -> int:
         return self.pairs[-1][0]
 
     def heads_of(self, layer: int) -> tuple[int, ...]:
-        return tuple(h for l, h in self.pairs if l == layer)
+        return tuple(h for pair_layer, h in self.pairs if pair_layer == layer)
 
     def __len__(self) -> int:
         return len(self.pairs)
 
     def validate(self, num_layers: int, num_heads: int) -> None:
-        bad = [(l, h) for l, h in self.pairs if not (0 <= l < num_layers and 0 <= h < num_heads)]
+        bad = [
+            (layer, h)
+            for layer, h in self.pairs
+            if not (0 <= layer < num_layers and 0 <= h < num_heads)
+        ]
         if bad:
             raise InvalidInputError(
-                f"head pairs {bad[:5]} are outside the proxy's {num_layers} layers x {num_heads} heads"
+                f"head pairs {bad[:5]} are outside the proxy's {num_layers} layers "
+                f"x {num_heads} heads"
             )
 
 
@@ -72,9 +80,10 @@ class HeadSet:
 class Capture:
     """Captured attention rows.
 
-    ``weights`` has shape ``[len(heads), R, n_keys]`` in fp32, where R is the number of requested rows
-    (``reduce="none"``) or 1 (``reduce="mean"``: the mean over the rows). Each row is a probability
-    distribution over all ``n_keys`` earlier positions (it sums to 1 over the keys it may see).
+    ``weights`` has shape ``[len(heads), R, n_keys]`` in fp32, where R is the number of requested
+    rows (``reduce="none"``) or 1 (``reduce="mean"``: the mean over the rows). Each row is a
+    probability distribution over all ``n_keys`` earlier positions (it sums to 1 over the keys it
+    may see).
     Head order follows ``heads.pairs``.
     """
 
@@ -228,10 +237,8 @@ class AttentionEngine:
                     kwargs["use_cache"] = True
                 else:
                     kwargs["use_cache"] = False
-                try:
+                with contextlib.suppress(_StopForward):
                     self.proxy.decoder(**kwargs)
-                except _StopForward:
-                    pass
         finally:
             _ACTIVE.reset(token)
 

@@ -1,7 +1,8 @@
 """The ``ragattn`` command line: builds settings at the edge and calls the library.
 
-Sub-command groups live next to what they drive (``ragattn.retrieve.cli``, ``ragattn.evaluation.cli``
-...) and are attached here; heavy imports happen inside commands so ``ragattn --help`` stays fast.
+Sub-command groups live next to what they drive (``ragattn.retrieve.cli``,
+``ragattn.evaluation.cli`` ...) and are attached here; heavy imports happen inside commands so
+``ragattn --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def demo(
     out = Compressor(loaded).compress(QUERY, [r.document for r in ranked], ratio=ratio)
     compress_s = time.perf_counter() - started
     console.print(
-        f"compress ({out.method}, {compress_s:.2f} s): {out.origin_tokens} -> {out.compressed_tokens} tokens "
+        f"compress ({out.method}, {compress_s:.2f} s): "
+        f"{out.origin_tokens} -> {out.compressed_tokens} tokens "
         f"(ratio {out.ratio:.2f}, counted with {out.tokenizer})"
     )
     console.print(out.compressed_text, markup=False)
@@ -116,13 +118,16 @@ def bench_attention_cmd(
         load_proxy(proxy, threads=threads), data, n_docs=docs, doc_tokens=doc_tokens, runs=runs
     )
     typer.echo(
-        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, {result['threads']} threads\n"
+        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
+        f"{result['threads']} threads\n"
         f"| variant | median s | runs |\n|---|---|---|\n"
         f"| naive eager, all layers, 2 full passes | {result['naive_median_s']:.3f} | "
         f"{', '.join(f'{s:.2f}' for s in result['naive_runs_s'])} |\n"
         f"| engine (rows, exit after layer {result['deepest_layer']}, KV reuse) | "
-        f"{result['engine_median_s']:.3f} | {', '.join(f'{s:.2f}' for s in result['engine_runs_s'])} |\n"
-        f"speed-up {result['speedup']:.1f}x; peak RSS {result['peak_rss_engine_mb']:.0f} MiB (engine), "
+        f"{result['engine_median_s']:.3f} | "
+        f"{', '.join(f'{s:.2f}' for s in result['engine_runs_s'])} |\n"
+        f"speed-up {result['speedup']:.1f}x; "
+        f"peak RSS {result['peak_rss_engine_mb']:.0f} MiB (engine), "
         f"{result['peak_rss_after_naive_mb']:.0f} MiB (after naive)"
     )
     if out:
@@ -165,7 +170,8 @@ def bench_levers_cmd(
     typer.echo(
         f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
         f"{result['threads']} threads, medians of {runs} runs\n"
-        "| lever | kept | median s | speed-up vs naive | max abs delta | note |\n|---|---|---|---|---|---|"
+        "| lever | kept | median s | speed-up vs naive | max abs delta | note |\n"
+        "|---|---|---|---|---|---|"
     )
     for row in result["rows"]:
         fid = "" if row["fidelity"] is None else f"{row['fidelity']:.1e}"
@@ -202,11 +208,13 @@ def bench_compress_cmd(
 
     rows = bench_compress(load_proxy(proxy, threads=threads), data, tokens=tokens, runs=runs)
     typer.echo(
-        f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n| variant | median s | runs |\n|---|---|---|"
+        f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n"
+        "| variant | median s | runs |\n|---|---|---|"
     )
     for row in rows:
         typer.echo(
-            f"| {row['variant']} | {row['median_s']:.3f} | {', '.join(f'{s:.2f}' for s in row['runs_s'])} |"
+            f"| {row['variant']} | {row['median_s']:.3f} | "
+            f"{', '.join(f'{s:.2f}' for s in row['runs_s'])} |"
         )
 
 
@@ -214,7 +222,8 @@ def bench_compress_cmd(
 def bench_startup(
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or GGUF path."),
 ) -> None:
-    """First start (dequantize the GGUF into an empty cache) vs second start (cached safetensors)."""
+    """First start (dequantize the GGUF into an empty cache) vs second start \
+(cached safetensors)."""
     import tempfile
 
     from ragattn.bench import peak_rss_mb
@@ -224,7 +233,8 @@ def bench_startup(
         first = load_proxy(proxy, cache_dir=cache).load_seconds
         second = load_proxy(proxy, cache_dir=cache).load_seconds
     typer.echo(
-        f"{proxy}: first start {first:.1f} s, second start {second:.2f} s, peak RSS {peak_rss_mb():.0f} MiB"
+        f"{proxy}: first start {first:.1f} s, second start {second:.2f} s, "
+        f"peak RSS {peak_rss_mb():.0f} MiB"
     )
 
 
@@ -319,7 +329,8 @@ def heads_select(
     ),
     threads: int | None = typer.Option(None, help="torch threads."),
 ) -> None:
-    """QRHead selection and rank fusion on training questions; writes models/<proxy>/rerank-profile.json."""
+    """QRHead selection and rank fusion on training questions; writes \
+models/<proxy>/rerank-profile.json."""
     import datetime as dt
 
     import numpy as np
@@ -341,24 +352,34 @@ def heads_select(
         fusion[key] = {"coef": coef.tolist(), "intercept": intercept}
     train_ndcg = {
         "bm25": float(
-            np.mean([training.ndcg(b, l) for b, l in zip(table.bm25, table.labels, strict=True)])
+            np.mean(
+                [
+                    training.ndcg(b, labels)
+                    for b, labels in zip(table.bm25, table.labels, strict=True)
+                ]
+            )
         ),
         "minilm": float(
-            np.mean([training.ndcg(d, l) for d, l in zip(table.dense, table.labels, strict=True)])
+            np.mean(
+                [
+                    training.ndcg(d, labels)
+                    for d, labels in zip(table.dense, table.labels, strict=True)
+                ]
+            )
         ),
         "icr_all_heads": float(
             np.mean(
                 [
-                    training.ndcg(m.sum(axis=1), l)
-                    for m, l in zip(table.masses, table.labels, strict=True)
+                    training.ndcg(m.sum(axis=1), labels)
+                    for m, labels in zip(table.masses, table.labels, strict=True)
                 ]
             )
         ),
         "qrhead": float(
             np.mean(
                 [
-                    training.ndcg(m[:, index].sum(axis=1), l)
-                    for m, l in zip(table.masses, table.labels, strict=True)
+                    training.ndcg(m[:, index].sum(axis=1), labels)
+                    for m, labels in zip(table.masses, table.labels, strict=True)
                 ]
             )
         ),

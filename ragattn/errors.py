@@ -50,7 +50,8 @@ class GeneratorError(RagattnError):
 
 
 class ModelOutputError(RagattnError):
-    """The proxy produced a non-finite number (NaN/Inf); only this request fails, retry or report."""
+    """The proxy produced a non-finite number (NaN/Inf); only this request fails, retry or
+    report."""
 
     error_type = "model_error"
 

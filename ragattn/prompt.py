@@ -217,8 +217,8 @@ def _check_alignment(
         expected = text[p.char_start : p.char_end].strip()
         if expected and expected not in covered:
             raise TokenizerError(
-                f"tokens of a {p.piece.kind.value} piece do not cover its text; the tokenizer merged "
-                "across a segment boundary"
+                f"tokens of a {p.piece.kind.value} piece do not cover its text; "
+                "the tokenizer merged across a segment boundary"
             )
         if len(covered) > len(expected) + 4:
             raise TokenizerError(
@@ -260,7 +260,9 @@ def document_text(doc: Document) -> tuple[str, int]:
 # ---- prompt layouts --------------------------------------------------------------------------
 
 ICR_INSTRUCTIONS = {
-    "ie": "Please find information that are relevant to the following query in the paragraphs above.",
+    "ie": (
+        "Please find information that are relevant to the following query in the paragraphs above."
+    ),
     "qa": "Please answer the following question based on the information in the paragraphs above.",
 }
 
@@ -275,8 +277,8 @@ def rerank_pieces(
     separator: str = "\n\n",
     query_first: bool = False,
 ) -> list[Piece]:
-    """ICR's listwise layout: documents ``[i] title\\ntext`` in ``order``, then the late instruction,
-    ``Query: <q>`` and the chat suffix, which together form the query span.
+    """ICR's listwise layout: documents ``[i] title\\ntext`` in ``order``, then the late
+    instruction, ``Query: <q>`` and the chat suffix, which together form the query span.
 
     ``query_first`` also states the query before the documents ("query before and after"), so a
     small model reads each document knowing what it is for. That copy is an instruction piece, not

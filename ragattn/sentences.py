@@ -119,7 +119,12 @@ def _split_cached(text: str, language: str, min_words: int, min_chars: int) -> t
         para = _split_paragraph(text, p_start, p_end, language)
         merged: list[tuple[int, int]] = []
         for span in para:
-            if merged and _is_fragment(text, span, min_words, min_chars) or merged and _is_fragment(text, merged[-1], min_words, min_chars):
+            if (
+                merged
+                and _is_fragment(text, span, min_words, min_chars)
+                or merged
+                and _is_fragment(text, merged[-1], min_words, min_chars)
+            ):
                 merged[-1] = (merged[-1][0], span[1])
             else:
                 merged.append(span)

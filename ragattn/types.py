@@ -38,7 +38,8 @@ DocumentLike = str | Document | Mapping[str, Any]
 
 
 def as_document(value: DocumentLike, position: int) -> Document:
-    """Coerce a string, :class:`Document` or mapping with ``text`` (and ``id``/``title``) to a Document.
+    """Coerce a string, :class:`Document` or mapping with ``text`` (and ``id``/``title``) to a
+    Document.
 
     Raises:
         InvalidInputError: the value is neither a string nor carries a string ``text``.
@@ -131,7 +132,8 @@ class RerankResult:
 
 
 class RerankResults(tuple[RerankResult, ...]):
-    """Results in descending relevance, a tuple with helpers; ``warnings`` reports splits/truncations."""
+    """Results in descending relevance, a tuple with helpers; ``warnings`` reports
+    splits/truncations."""
 
     warnings: tuple[str, ...]
     method: str
@@ -173,9 +175,11 @@ class RerankResults(tuple[RerankResult, ...]):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KeptSpan:
-    """A kept sentence: character range ``[start, end)`` of ``documents[doc_index].text`` and its score.
+    """A kept sentence: character range ``[start, end)`` of ``documents[doc_index].text`` and its
+    score.
 
-    ``score`` is the method's keep probability in [0, 1] (higher is more useful to answer the query).
+    ``score`` is the method's keep probability in [0, 1] (higher is more useful to answer the
+    query).
     """
 
     doc_index: int

@@ -126,7 +126,8 @@ class Compressor:
             path = probe_path(self.models_dir, self.proxy, method)
             if not path.is_file():
                 raise ModelLoadError(
-                    f"no trained probe for method {method!r} and proxy {self.proxy.name!r} at {path}; "
+                    f"no trained probe for method {method!r} and proxy {self.proxy.name!r} "
+                    f"at {path}; "
                     "train it with: ragattn probe train"
                 )
             self.probe = Probe.load(path)
@@ -187,7 +188,8 @@ class Compressor:
             target_tokens: keep at most this many tokens.
             threshold: keep sentences with keep score >= threshold (in [0, 1]).
             keep_order: kept sentences in original order (default) or best first.
-            tokenizer: counts tokens: a tokenizer object or a local/offline name; default the proxy's.
+            tokenizer: counts tokens: a tokenizer object or a local/offline name; default the
+                proxy's.
             keep_entities: always keep sentences naming a capitalised word or number of the query.
 
         Returns:
@@ -293,7 +295,8 @@ class Compressor:
         keep_order: bool,
         forced: Sequence[int],
     ) -> CompressionResult:
-        """Select units under ``budget`` and assemble the result; ``indices`` are input positions."""
+        """Select units under ``budget`` and assemble the result; ``indices`` are input
+        positions."""
         tok, tok_name = _resolve_tokenizer(tokenizer, self.proxy)
         origin_tokens = _count(tok, DOC_JOINER.join(doc.text for doc in docs))
         warnings: list[str] = []
@@ -321,7 +324,8 @@ class Compressor:
             )
         if chunks > 1:
             warnings.append(
-                f"the context was read in {chunks} chunks of at most {self.max_chunk_tokens} proxy tokens"
+                f"the context was read in {chunks} chunks of at most "
+                f"{self.max_chunk_tokens} proxy tokens"
             )
         costs = [_count(tok, docs[u.doc].text[u.start : u.end]) for u in units]
         kept = select(
@@ -413,7 +417,8 @@ def _doc_text(text: str, members: Sequence[Unit], kept: Sequence[Unit]) -> str:
 
 
 def _context_text(docs: Sequence[Document], units: Sequence[Unit], ordered: Sequence[int]) -> str:
-    """The compressed context: per document :func:`_doc_text`, non-empty ones joined by DOC_JOINER."""
+    """The compressed context: per document :func:`_doc_text`, non-empty ones joined by
+    DOC_JOINER."""
     parts = []
     for d, doc in enumerate(docs):
         members = [u for u in units if u.doc == d]

@@ -69,7 +69,8 @@ def fit_all(
     features_cache: Path | None,
     methods: Mapping[str, object],
 ) -> str:
-    """Fit each probe method; returns the model card text (also written to ``out_dir/README.md``)."""
+    """Fit each probe method; returns the model card text (also written to
+    ``out_dir/README.md``)."""
     if features_cache and features_cache.is_file():
         table = _load_table(features_cache)
     else:
@@ -97,11 +98,14 @@ def fit_all(
         [
             f"# Sentence probes for `{proxy.name}`",
             "",
-            f"Written by `ragattn probe train --per-source {per_source}` on {dt.date.today().isoformat()}.",
+            f"Written by `ragattn probe train --per-source {per_source}` "
+            f"on {dt.date.today().isoformat()}.",
             "Standardised, class-balanced, L2 logistic regressions over per-sentence features",
-            "(`ragattn/compress/features.py`); C chosen by 5-fold grouped CV (R-precision per question).",
+            "(`ragattn/compress/features.py`); "
+            "C chosen by 5-fold grouped CV (R-precision per question).",
             "",
-            "Training questions per source (evaluation questions excluded; see `ragattn/compress/training.py`):",
+            "Training questions per source "
+            "(evaluation questions excluded; see `ragattn/compress/training.py`):",
             "",
             *[f"- {k}: {v}" for k, v in sorted(counts.items())],
             "- (MuSiQue labels paragraphs only and gives no sentence-labelled example)",

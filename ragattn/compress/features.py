@@ -94,7 +94,8 @@ def attention_block(
     rows: str = "last",
     max_chunk_tokens: int = 2048,
 ) -> tuple[np.ndarray, tuple[str, ...], int]:
-    """Log-share attention features per unit: ``[n_units, L*H]`` (or twice that with rows="both")."""
+    """Log-share attention features per unit: ``[n_units, L*H]`` (or twice that with
+    rows="both")."""
     engine = engine_for(proxy)
     heads = HeadSet.all(proxy.num_layers, proxy.num_heads)
     n_heads = len(heads)
@@ -127,9 +128,9 @@ def attention_block(
                 vals = share[:, span.start - ctx[0] : span.end - ctx[0]].mean(dim=1)
                 out[i, b * n_heads : (b + 1) * n_heads] = vals.numpy()
     names = tuple(
-        f"{kind}:L{l}H{h}"
+        f"{kind}:L{layer}H{h}"
         for kind in (["last", "query"] if rows == "both" else [rows])
-        for l, h in heads.pairs
+        for layer, h in heads.pairs
     )
     return np.log(out + EPS), names, len(chunks)
 

@@ -1,4 +1,5 @@
-"""AttentionRAG-style focal-token scoring (methods.md §5): one answer-prefix position reads the context.
+"""AttentionRAG-style focal-token scoring (methods.md §5): one answer-prefix position reads the
+context.
 
 The question is turned into the start of its answer by a few rules ("Who directed X?" ->
 "X was directed by"; otherwise "Answer:"), placed at the end of a Sentinel-style prompt, and the
@@ -24,7 +25,8 @@ from ragattn.types import Document
 _RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (
         re.compile(
-            r"^who (directed|wrote|composed|founded|painted|created|invented|produced|designed) (.+?)\??$",
+            r"^who (directed|wrote|composed|founded|painted|created|invented|produced|designed)"
+            r" (.+?)\??$",
             re.I,
         ),
         r"\2 was \1 by",

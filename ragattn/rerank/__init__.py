@@ -150,8 +150,8 @@ class Reranker:
             documents: strings, :class:`~ragattn.types.Document` s or mappings with ``text``
                 (and optional ``id``, ``title``).
             top_n: return only the best ``top_n`` (default: all); at most ``len(documents)``.
-            first_stage_order: the first stage's ranking (indices, best first); default: input order.
-                The best first-stage document is placed nearest the query.
+            first_stage_order: the first stage's ranking (indices, best first); default: input
+                order. The best first-stage document is placed nearest the query.
 
         Returns:
             Results in descending relevance; ties keep input order. ``index`` is the input position.

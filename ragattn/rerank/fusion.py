@@ -1,4 +1,5 @@
-"""Learned rerank profiles: QRHead head sets and the fused (attention + BM25 + MiniLM + rank) scorer.
+"""Learned rerank profiles: QRHead head sets and the fused (attention + BM25 + MiniLM + rank)
+scorer.
 
 A profile (``models/<proxy>/rerank-profile.json``, written by ``ragattn heads select``) holds the
 selected heads and two logistic fusions: with the attention feature and without it (the ablation
@@ -45,7 +46,7 @@ class RerankProfile:
             )
         data = json.loads(path.read_text())
         return cls(
-            heads=HeadSet(tuple((int(l), int(h)) for l, h in data["heads"])),
+            heads=HeadSet(tuple((int(layer), int(h)) for layer, h in data["heads"])),
             coef={k: np.asarray(v["coef"], dtype=np.float64) for k, v in data["fusion"].items()},
             intercept={k: float(v["intercept"]) for k, v in data["fusion"].items()},
         )
@@ -56,7 +57,8 @@ def profile_path(models_dir: Path, slug: str) -> Path:
 
 
 class FusedScorer:
-    """Logistic fusion of QRHead attention (optional), candidate-local BM25, MiniLM and rank prior."""
+    """Logistic fusion of QRHead attention (optional), candidate-local BM25, MiniLM and rank
+    prior."""
 
     def __init__(
         self,

@@ -1,4 +1,5 @@
-"""In-Context Reranking (ICR, Chen et al. 2024) over a selectable head set, plus ReAttn re-weighting.
+"""In-Context Reranking (ICR, Chen et al. 2024) over a selectable head set, plus ReAttn
+re-weighting.
 
 All candidates go into one listwise prompt (best first-stage document last, nearest the query);
 the query span (late instruction + ``Query: q`` + chat suffix) attends to the documents. Per head,
@@ -65,7 +66,7 @@ def _heads_for(proxy: Proxy, heads: HeadSet | str) -> HeadSet:
         return HeadSet.from_layers(layers, proxy.num_heads)
     if heads == "middle":
         lo, hi = int(0.35 * proxy.num_layers), int(0.65 * proxy.num_layers)
-        layers = [l for l in proxy.full_attention_layers() if lo <= l <= hi] or list(
+        layers = [layer for layer in proxy.full_attention_layers() if lo <= layer <= hi] or list(
             proxy.full_attention_layers()
         )
         return HeadSet.from_layers(layers, proxy.num_heads)
@@ -145,7 +146,8 @@ class WindowedAttention:
                 cut = enc["offset_mapping"][self.max_doc_tokens - 1][1]
                 text_cut = max(0, cut - offset)
                 warnings.append(
-                    f"document {i} truncated to its first {self.max_doc_tokens} proxy tokens for scoring "
+                    f"document {i} truncated to its first {self.max_doc_tokens} proxy tokens "
+                    "for scoring "
                     f"({n} tokens); it is returned whole"
                 )
                 doc = Document(
@@ -159,8 +161,8 @@ class WindowedAttention:
     def run(
         self, query: str, documents: Sequence[Document], prompt_order: Sequence[int]
     ) -> tuple[list[WindowAttention], list[str]]:
-        """Capture calibrated attention for the documents laid out in ``prompt_order`` (last = nearest
-        the query). Returns one :class:`WindowAttention` per window and the warnings."""
+        """Capture calibrated attention for the documents laid out in ``prompt_order`` (last =
+        nearest the query). Returns one :class:`WindowAttention` per window and the warnings."""
         if self.memo is None:
             return self._run(query, documents, prompt_order, self.heads)
         superset = _heads_for(self.proxy, "all")

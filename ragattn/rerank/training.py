@@ -75,7 +75,7 @@ def load_rerank_training(data_dir: Path, per_source: int, seed: int = 7) -> list
                     source=name,
                     query=ex.question,
                     documents=tuple(d for d, _ in pairs),
-                    labels=tuple(l for _, l in pairs),
+                    labels=tuple(label for _, label in pairs),
                 )
             )
     return out

@@ -61,7 +61,9 @@ class DenseRetriever:
         self.embedder = embedder or shared_embedder(DEFAULT_EMBEDDER)
         if vectors is None:
             vectors = self.embedder.encode(
-                [indexable_text(d) for d in self.documents], show_progress=show_progress, cache=False
+                [indexable_text(d) for d in self.documents],
+                show_progress=show_progress,
+                cache=False,
             )
         vectors = np.ascontiguousarray(vectors, dtype=np.float32)
         if vectors.shape != (len(self.documents), self.embedder.dim):
