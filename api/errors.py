@@ -111,6 +111,12 @@ MODEL_ROUTE_RESPONSES: dict[int, ResponseSpec] = {
 }
 """OpenAPI error responses of every model route: each 4xx/5xx body is an ``ErrorResponse``."""
 
+ASK_RESPONSES: dict[int, ResponseSpec] = {
+    **MODEL_ROUTE_RESPONSES,
+    502: _error_spec("generator_error: the generator endpoint failed, timed out or answered badly"),
+}
+"""OpenAPI error responses of ``/v1/ask``: the model routes' plus the generator's 502."""
+
 PROBE_RESPONSES: dict[int, ResponseSpec] = {
     503: _error_spec(_ERROR_DESCRIPTIONS[503]),
     500: _error_spec("internal_error"),

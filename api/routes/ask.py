@@ -5,6 +5,7 @@ from __future__ import annotations
 from litestar import Controller, Response, post
 
 from api.ask import answer
+from api.errors import ASK_RESPONSES
 from api.routes.rerank import CACHE_HEADER
 from api.schemas import AskRequest, AskResponse
 from api.service import Service
@@ -16,6 +17,7 @@ class AskController(Controller):
     @post(
         "/v1/ask",
         status_code=200,
+        responses=ASK_RESPONSES,
         summary="Answer a question from the configured index: retrieve, rerank, compress, generate",
     )
     async def ask(self, data: AskRequest, service: Service) -> Response[AskResponse]:

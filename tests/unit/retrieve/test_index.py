@@ -84,7 +84,9 @@ class _InterruptingEmbedder:
     name = "interrupting"
     dim = 384
 
-    def encode(self, texts: list[str], *, show_progress: bool = False) -> None:
+    def encode(
+        self, texts: list[str], *, show_progress: bool = False, cache: bool = True
+    ) -> None:
         raise KeyboardInterrupt
 
 
@@ -192,9 +194,11 @@ class _CountingEmbedder:
         self.inner, self.name, self.dim = inner, inner.name, inner.dim
         self.encoded: list[str] = []
 
-    def encode(self, texts: list[str], *, show_progress: bool = False):  # type: ignore[no-untyped-def]
+    def encode(  # type: ignore[no-untyped-def]
+        self, texts: list[str], *, show_progress: bool = False, cache: bool = True
+    ):
         self.encoded += list(texts)
-        return self.inner.encode(texts)
+        return self.inner.encode(texts, cache=cache)
 
 
 def test_rebuild_reencodes_only_changed_documents(
