@@ -328,6 +328,9 @@ def heads_select(
         None, help="Where to write models/<proxy>/ (default: repo models/)."
     ),
     threads: int | None = typer.Option(None, help="torch threads."),
+    scifact: bool = typer.Option(
+        False, help="Add SciFact train claims (BM25 top-20 over the corpus) as a fourth source."
+    ),
 ) -> None:
     """QRHead selection and rank fusion on training questions; writes \
 models/<proxy>/rerank-profile.json."""
@@ -341,7 +344,7 @@ models/<proxy>/rerank-profile.json."""
     from ragattn.rerank import training
 
     loaded = load_proxy(proxy, threads=threads)
-    examples = training.load_rerank_training(data, per_source)
+    examples = training.load_rerank_training(data, per_source, scifact=scifact)
     table = training.extract(loaded, examples)
     heads = HeadSet.from_layers(loaded.full_attention_layers(), loaded.num_heads)
     chosen, scores = training.select_heads(table, heads, top_k)

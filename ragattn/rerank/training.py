@@ -40,7 +40,9 @@ class RerankExample:
     labels: tuple[int, ...]
 
 
-def load_rerank_training(data_dir: Path, per_source: int, seed: int = 7) -> list[RerankExample]:
+def load_rerank_training(
+    data_dir: Path, per_source: int, seed: int = 7, *, scifact: bool = False
+) -> list[RerankExample]:
     """Training questions with gold/distractor paragraphs, shuffled (deterministically)."""
     from ragattn.evaluation import datasets as ds
 
@@ -61,7 +63,8 @@ def load_rerank_training(data_dir: Path, per_source: int, seed: int = 7) -> list
             ],
         ),
     ]
-    out = _scifact_train(data_dir, per_source)
+    # SciFact train claims are opt-in: the committed profile was fitted without them.
+    out = _scifact_train(data_dir, per_source) if scifact else []
     for name, examples in sources:
         for ex in list(examples)[:per_source]:
             pairs = [
