@@ -19,4 +19,7 @@ if command -v redis-server >/dev/null 2>&1; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
+# Style gate first (seconds): the lint and format rules in pyproject.toml.
+ruff check ragattn api tests pipelines
+ruff format --check ragattn api tests pipelines
 python -m pytest "$@"

@@ -9,7 +9,8 @@ from ragattn.attention import HeadSet, engine_for
 from ragattn.errors import InvalidInputError
 
 TEXT = (
-    "The Eiffel Tower is in Paris. Bananas grow in tropical climates. The stock market fell on Monday. "
+    "The Eiffel Tower is in Paris. Bananas grow in tropical climates. "
+    "The stock market fell on Monday. "
     "Question: where is the Eiffel Tower? Answer:"
 )
 
@@ -48,7 +49,7 @@ def test_subset_mean_and_early_exit_match(proxy):
     full = engine.capture(ids, rows, heads, reduce="mean", early_exit=False)
     assert torch.equal(early.weights, full.weights)
     ref = eager_rows(proxy, ids, rows)
-    picks = [l * proxy.num_heads + h for l, h in heads.pairs]
+    picks = [layer * proxy.num_heads + h for layer, h in heads.pairs]
     assert (early.weights[:, 0, :] - ref[picks].mean(dim=1)).abs().max().item() <= 1e-4
 
 

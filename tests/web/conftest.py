@@ -63,8 +63,8 @@ def chromium_path() -> str:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """A headless Chromium driven by Playwright, shared by the tests of one module (and stopped after
-    it, so Playwright's event loop does not outlive the browser tests)."""
+    """A headless Chromium driven by Playwright, shared by the tests of one module (and stopped
+    after it, so Playwright's event loop does not outlive the browser tests)."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError as exc:

@@ -84,9 +84,7 @@ class _InterruptingEmbedder:
     name = "interrupting"
     dim = 384
 
-    def encode(
-        self, texts: list[str], *, show_progress: bool = False, cache: bool = True
-    ) -> None:
+    def encode(self, texts: list[str], *, show_progress: bool = False, cache: bool = True) -> None:
         raise KeyboardInterrupt
 
 
