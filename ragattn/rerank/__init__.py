@@ -12,6 +12,7 @@ from ragattn.attention import HeadSet
 from ragattn.errors import InvalidInputError
 from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
 from ragattn.rerank.base import DocScores, Scorer
+from ragattn.rerank.dense import DenseScorer
 from ragattn.rerank.fusion import FusedScorer, RerankProfile, profile_path
 from ragattn.rerank.icr import AttentionMemo, IcrScorer
 from ragattn.rerank.retrieval_profile import RetrievalHeadProfile, retrieval_profile_path
@@ -65,6 +66,7 @@ METHODS: dict[str, ScorerFactory] = {
         memo=m,
     ),
     "fused": lambda p, m: FusedScorer(p, _profile(p), attention=True, name="fused", memo=m),
+    "minilm": lambda p, m: DenseScorer(),
     "fused-no-attention": lambda p, m: FusedScorer(
         p, _profile(p), attention=False, name="fused-no-attention"
     ),

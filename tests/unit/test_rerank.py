@@ -182,3 +182,11 @@ def test_pointwise_scores_each_document_in_its_own_window(proxy):
     assert result.windows == len(DOCS)
     assert sorted(r.index for r in result) == [0, 1, 2, 3]
     assert all(np.isfinite(r.raw_score) for r in result)
+
+
+def test_minilm_method_maps_cosine_into_unit_interval(proxy):
+    result = Reranker(proxy, method="minilm").rerank(QUERY, DOCS)
+    assert result[0].index == 2
+    for r in result:
+        assert -1.0 <= r.raw_score <= 1.0
+        assert r.relevance_score == pytest.approx((r.raw_score + 1.0) / 2.0)
