@@ -472,7 +472,8 @@ def dl19_ndcg(
 
 
 def int8_proxy(proxy: Proxy) -> Proxy:
-    """A copy of ``proxy`` whose linear layers use int8 dynamic quantisation (fbgemm)."""
+    """A copy of ``proxy`` whose linear layers use int8 dynamic quantisation (fbgemm), as
+    ``load_proxy(..., quantize="int8")`` loads it; the copy lets one run time both."""
     import copy
 
     model = torch.ao.quantization.quantize_dynamic(

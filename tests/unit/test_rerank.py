@@ -190,3 +190,16 @@ def test_minilm_method_maps_cosine_into_unit_interval(proxy):
     for r in result:
         assert -1.0 <= r.raw_score <= 1.0
         assert r.relevance_score == pytest.approx((r.raw_score + 1.0) / 2.0)
+
+
+def test_int8_proxy_keeps_the_ranking_of_a_clear_case():
+    from ragattn.errors import ConfigError
+    from ragattn.proxy import load_proxy
+
+    quantized = load_proxy("smollm2-135m", quantize="int8")
+    linear = [m for m in quantized.model.modules() if type(m).__name__ == "Linear"]
+    assert not any(type(m).__module__.startswith("torch.nn.modules") for m in linear)
+    result = Reranker(quantized, method="icr-middle").rerank(QUERY, DOCS)
+    assert result[0].index == 2
+    with pytest.raises(ConfigError, match="quantize"):
+        load_proxy("smollm2-135m", quantize="int4")
