@@ -175,6 +175,11 @@ def main() -> None:
     )
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args()
+    from ragattn.embed import shared_embedder
+
+    # Every timed query encodes its text afresh: the embedder's LRU would otherwise serve the
+    # hybrid rows the vectors the dense rows computed for the same queries.
+    shared_embedder().cache_size = 0
 
     with (args.data / "queries.jsonl").open(encoding="utf-8") as fh:
         queries = [json.loads(line)["text"] for line in fh][: args.queries]

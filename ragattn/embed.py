@@ -103,7 +103,15 @@ class Embedder:
             return out
 
 
-@lru_cache(maxsize=4)
 def shared_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
-    """One embedder per name per process (loading takes seconds)."""
+    """One embedder per name per process (loading takes seconds).
+
+    ``shared_embedder()`` and ``shared_embedder(DEFAULT_EMBEDDER)`` are the same instance (a bare
+    ``lru_cache`` keys them apart and loaded the model twice).
+    """
+    return _shared_embedder(name_or_path)
+
+
+@lru_cache(maxsize=4)
+def _shared_embedder(name_or_path: str) -> Embedder:
     return Embedder(name_or_path)

@@ -51,3 +51,9 @@ def test_hits_skip_the_model_and_the_lru_is_bounded(embedder: Embedder) -> None:
 
 def test_empty_input_gives_an_empty_matrix(embedder: Embedder) -> None:
     assert embedder.encode([]).shape == (0, embedder.dim)
+
+
+def test_shared_embedder_is_one_instance_per_name() -> None:
+    from ragattn.embed import DEFAULT_EMBEDDER, shared_embedder
+
+    assert shared_embedder() is shared_embedder(DEFAULT_EMBEDDER)
