@@ -40,6 +40,21 @@ from ragattn.settings import Settings
 logger = logging.getLogger(__name__)
 
 
+def _flush_log_queues() -> None:
+    """Write out the records still queued for Litestar's queue-listener log handlers.
+
+    uvicorn re-raises SIGTERM once shutdown is done, and a process killed by a signal runs no atexit
+    hook, so the shutdown messages (worker stopped, Redis closed) could be lost. Stopping a listener
+    drains its queue; starting it again keeps logging working for later apps in the same process.
+    """
+    for handler in logging.getLogger().handlers:
+        listener = getattr(handler, "listener", None)
+        if listener is None or getattr(listener, "_thread", None) is None:
+            continue
+        listener.stop()
+        listener.start()
+
+
 def build_cache(settings: Settings) -> Cache:
     if settings.cache_backend == "redis":
         assert settings.redis_url is not None  # guaranteed by Settings validation
@@ -195,6 +210,7 @@ def create_app(
             await anyio.to_thread.run_sync(worker.close)
             logger.info("model worker stopped")
             await cache.close()
+            _flush_log_queues()
 
     guards: list[Any] = [ApiKeyGuard(settings.api_keys)] if settings.api_keys else []
     if settings.rate_limit_per_minute > 0:
