@@ -1,7 +1,10 @@
-"""The Litestar application factory: settings in, app out; the lifespan owns the model and cache.
+"""The Litestar application factory: settings in, app out; the lifespan owns every resource.
 
 ``create_app()`` reads ``RAGATTN_*`` once; tests pass ``Settings`` and may hand in an already
-loaded reranker/compressor so one proxy serves the whole test session.
+loaded reranker/compressor so one proxy serves the whole test session. The lifespan loads the
+proxy, builds the cache, the two worker threads (model and tokenizer), the generator and the one
+:class:`~ragattn.pipeline.RAGPipeline` of ``/v1/ask`` and ``/v1/retrieve``, warms them up on the
+shapes of real requests, and only then lets ``/ready`` answer 200.
 """
 
 from __future__ import annotations
@@ -10,31 +13,33 @@ import asyncio
 import functools
 import importlib.util
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
-from litestar import Litestar
-from litestar.datastructures import ResponseHeader
-from litestar.openapi.config import OpenAPIConfig
+from litestar import Litestar, Router
 
-import ragattn
 from api.auth import ApiKeyGuard, RateLimiter, RateLimitGuard
+from api.body import StrictRequest, require_json
 from api.deps import DEPENDENCIES
 from api.disconnect import cancel_on_disconnect
+from api.edge import Drain, add_response_headers, edge_middleware
 from api.errors import EXCEPTION_HANDLERS
 from api.metrics import Metrics
+from api.openapi import json_not_found, openapi_config, security_requirement, tighten
 from api.routes.ask import AskController
 from api.routes.compress import CompressController, RerankCompressController
 from api.routes.health import HealthController
 from api.routes.page import PAGE_HANDLERS
 from api.routes.rerank import RerankController
 from api.routes.retrieve import RetrieveController
-from api.service import Service, model_fingerprint
+from api.service import CompressorFactory, Service
 from api.worker import ModelWorker
 from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
-from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.errors import ConfigError, MissingDependencyError, ModelLoadError
+from ragattn.fingerprint import model_fingerprint
+from ragattn.limits import LimitChecker, Limits
 from ragattn.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -57,7 +62,8 @@ def _flush_log_queues() -> None:
 
 def build_cache(settings: Settings) -> Cache:
     if settings.cache_backend == "redis":
-        assert settings.redis_url is not None  # guaranteed by Settings validation
+        if settings.redis_url is None:  # Settings validation guarantees it; checked for mypy
+            raise ConfigError("RAGATTN_CACHE_BACKEND=redis needs RAGATTN_REDIS_URL")
         return RedisCache(
             settings.redis_url,
             ttl_s=settings.cache_ttl_s,
@@ -69,13 +75,36 @@ def build_cache(settings: Settings) -> Cache:
     return NullCache()
 
 
+def build_generator(settings: Settings, proxy: Any) -> Any:
+    """The ``/v1/ask`` generator: an OpenAI-compatible endpoint when configured, else the proxy."""
+    from ragattn.generate import LocalGenerator, OpenAIChatGenerator
+
+    if settings.generator_base_url and settings.generator_model:
+        return OpenAIChatGenerator(
+            settings.generator_base_url,
+            settings.generator_model,
+            api_key=settings.generator_api_key,
+            max_tokens=settings.generator_max_tokens,
+        )
+    return LocalGenerator(proxy, max_new_tokens=settings.generator_max_tokens)
+
+
 def _compressor_class() -> Any | None:
-    """The library's Compressor when this build has one (it is optional while compress lands)."""
+    """The library's Compressor when this build has one."""
     if importlib.util.find_spec("ragattn.compress") is None:
         return None
     from ragattn import compress
 
     return getattr(compress, "Compressor", None)
+
+
+def _compress_methods(compressor_cls: Any | None) -> list[str]:
+    """The compression method names of the library's registry (for the OpenAPI enum)."""
+    if compressor_cls is None:
+        return []
+    from ragattn import compress
+
+    return sorted(getattr(compress, "METHODS", {}))
 
 
 def _load_reranker(settings: Settings) -> Any:
@@ -116,7 +145,23 @@ def warm_up(proxy: Any) -> None:
         )
 
 
-def _compressor_factory(cls: Any) -> Callable[[Any, str | None], Any]:
+def warm_up_requests(reranker: Any, compressor: Any | None, limits: LimitChecker) -> None:
+    """Run the shapes of real requests once (rerank, compress, the token check) before /ready.
+
+    Their first call loads what a single forward does not touch (the embedder, lexical indexes,
+    probe weights, attention kernels); without this the first requests after /ready said 200
+    paid for it and missed short deadlines.
+    """
+    from ragattn.demo import DOCUMENTS, QUERY
+
+    docs = list(DOCUMENTS[:3])
+    limits.tokens.offsets([QUERY, *(d.text for d in docs)])  # whatever this server's limits
+    reranker.rerank(QUERY, docs, top_n=2)
+    if compressor is not None:
+        compressor.compress(QUERY, docs[:2], ratio=0.5)
+
+
+def _compressor_factory(cls: Any) -> CompressorFactory:
     def build(proxy: Any, method: str | None) -> Any:
         return cls(proxy, method=method) if method else cls(proxy)
 
@@ -141,44 +186,79 @@ def create_app(
     for name in ("ragattn", "api"):
         logging.getLogger(name).setLevel(settings.log_level)
     metrics = Metrics()
+    drain = Drain()
     compressor_cls = _compressor_class()
     serve_compress = compressor is not None or compressor_cls is not None
     one_pass_owner = compressor if compressor is not None else compressor_cls
     serve_one_pass = one_pass_owner is not None and hasattr(one_pass_owner, "rerank_and_compress")
 
-    async def load(app: Litestar, cache: Cache, worker: ModelWorker) -> None:
+    def build_service(rr: Any, cache: Cache, worker: ModelWorker, tokens: ModelWorker) -> Service:
+        """Everything that touches the model, on a thread (seconds)."""
+        factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
+        compressors: dict[str | None, Any] = {}
+        unavailable: str | None = None
+        if compressor is not None:
+            compressors[None] = compressor
+            compressors[getattr(compressor, "method", None)] = compressor
+        elif factory is not None:
+            try:
+                built = factory(rr.proxy, settings.compress_method)
+            except (ModelLoadError, MissingDependencyError) as exc:
+                if settings.compress_method:
+                    raise  # an explicitly configured method must load at startup
+                # The library default is optional: a missing probe never takes rerank down.
+                unavailable = str(exc)
+                logger.warning("the default compressor is unavailable: %s", exc)
+            else:
+                compressors[None] = built
+                compressors[settings.compress_method] = built
+        fingerprint = model_fingerprint(
+            rr.proxy,
+            str(getattr(rr, "method", "")),
+            str(getattr(compressors.get(None), "method", "")),
+        )
+        limits = Limits.from_settings(settings)
+        checker = LimitChecker(rr.proxy.tokenizer, limits)
+        pipeline = None
+        if settings.index_dir:
+            from ragattn.pipeline import RAGPipeline
+
+            pipeline = RAGPipeline(
+                _load_index(settings.index_dir),
+                generator=build_generator(settings, rr.proxy),
+                reranker=rr,
+                compressor=compressors.get(None),
+                cache=cache,
+                tokenizer=rr.proxy,
+                limits=limits,
+            )
+        warm_up(rr.proxy)
+        if reranker is None:
+            # Engines handed in (tests, embedding apps) come warm; a loaded one is not yet.
+            warm_up_requests(rr, compressors.get(None), checker)
+        return Service(
+            settings,
+            reranker=rr,
+            compressors=compressors,
+            compressor_factory=factory,
+            cache=cache,
+            worker=worker,
+            tokens=tokens,
+            limits=checker,
+            fingerprint=fingerprint,
+            pipeline=pipeline,
+            unavailable=unavailable,
+        )
+
+    async def load(app: Litestar, cache: Cache, worker: ModelWorker, tokens: ModelWorker) -> None:
         rr = (
             reranker
             if reranker is not None
             else await anyio.to_thread.run_sync(_load_reranker, settings)
         )
-        factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
-        comp = compressor
-        if comp is None and factory is not None and settings.compress_method:
-            # An explicitly configured method must load at startup; the library default is
-            # built on first use, so a missing probe never takes rerank down with it.
-            comp = await anyio.to_thread.run_sync(factory, rr.proxy, settings.compress_method)
-        fingerprint = await anyio.to_thread.run_sync(
-            model_fingerprint,
-            rr.proxy,
-            str(getattr(rr, "method", "")),
-            str(getattr(comp, "method", "")),
-        )
-        index = None
-        if settings.index_dir:
-            index = await anyio.to_thread.run_sync(_load_index, settings.index_dir)
-        await anyio.to_thread.run_sync(warm_up, rr.proxy)
-        app.state.service = Service(
-            settings,
-            reranker=rr,
-            compressor=comp,
-            compressor_factory=factory,
-            cache=cache,
-            worker=worker,
-            fingerprint=fingerprint,
-            index=index,
-        )
-        logger.info("ragattn service ready: %s, cache=%s", fingerprint, cache.name)
+        service = await worker.run("load", build_service, rr, cache, worker, tokens)
+        app.state.service = service
+        logger.info("ragattn service ready: %s, cache=%s", service.fingerprint, cache.name)
 
     def loaded(app: Litestar, task: asyncio.Future[None]) -> None:
         if task.cancelled() or task.exception() is None:
@@ -194,8 +274,11 @@ def create_app(
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         cache = build_cache(settings)
         worker = ModelWorker(max_pending=settings.queue_size, observe=metrics.observe_model)
-        metrics.bind(cache=cache, worker=worker)
-        loading = asyncio.ensure_future(load(app, cache, worker))
+        tokens = ModelWorker(
+            max_pending=settings.queue_size, observe=metrics.observe_model, name="ragattn-tokens"
+        )
+        metrics.bind(cache=cache, worker=worker, tokens=tokens)
+        loading = asyncio.ensure_future(load(app, cache, worker, tokens))
         try:
             if reranker is not None:
                 # An engine handed in (tests, embedding apps): ready before the first request.
@@ -207,6 +290,7 @@ def create_app(
         finally:
             loading.cancel()
             app.state.service = None
+            await anyio.to_thread.run_sync(tokens.close)
             await anyio.to_thread.run_sync(worker.close)
             logger.info("model worker stopped")
             await cache.close()
@@ -215,35 +299,45 @@ def create_app(
     guards: list[Any] = [ApiKeyGuard(settings.api_keys)] if settings.api_keys else []
     if settings.rate_limit_per_minute > 0:
         guards.append(RateLimitGuard(RateLimiter(settings.rate_limit_per_minute)))
-    handlers: list[Any] = [HealthController, RerankController, *PAGE_HANDLERS]
+    guards.append(require_json)
+    model_routes: list[Any] = [RerankController]
     if serve_compress:
-        handlers.append(CompressController)
+        model_routes.append(CompressController)
     if serve_one_pass:
-        handlers.append(RerankCompressController)
+        model_routes.append(RerankCompressController)
     if settings.index_dir:
-        handlers.append(RetrieveController)
-        handlers.append(AskController)
+        model_routes += [RetrieveController, AskController]
+    # The model routes need the key when keys are configured; the OpenAPI document says so.
+    keyed = Router(path="/", route_handlers=model_routes, security=security_requirement(settings))
     app = Litestar(
-        route_handlers=handlers,
+        route_handlers=[HealthController, *PAGE_HANDLERS, keyed],
         lifespan=[lifespan],
         dependencies=DEPENDENCIES,
         guards=guards,
-        middleware=[metrics.middleware, cancel_on_disconnect],
+        middleware=[
+            metrics.middleware,
+            functools.partial(
+                edge_middleware,
+                max_header_bytes=settings.max_header_bytes,
+                body_timeout_s=settings.body_timeout_s,
+                drain=drain,
+            ),
+            cancel_on_disconnect,
+        ],
+        before_send=[add_response_headers],
+        after_request=json_not_found,
         exception_handlers=EXCEPTION_HANDLERS,
+        request_class=StrictRequest,
         request_max_body_size=settings.max_body_bytes,
-        response_headers=[ResponseHeader(name="X-Content-Type-Options", value="nosniff")],
-        openapi_config=OpenAPIConfig(
-            title="ragattn",
-            version=ragattn.__version__,
-            path="/schema",
-            description="Attention-based reranking and compression of retrieved context.",
-        ),
+        openapi_config=openapi_config(settings),
     )
+    tighten(app.openapi_schema, settings, _compress_methods(compressor_cls))
     app.state.metrics = metrics
     app.state.service = None
     app.state.load_error = None
     app.state.settings = settings
+    app.state.drain = drain
     return app
 
 
-__all__ = ["build_cache", "create_app"]
+__all__ = ["build_cache", "build_generator", "create_app"]

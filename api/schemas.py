@@ -19,6 +19,10 @@ if TYPE_CHECKING:
     from ragattn.pipeline import PipelineResult
 
 PositiveInt = Annotated[int, Meta(ge=1)]
+Text = Annotated[str, Meta(min_length=1, pattern=r"\S")]
+"""A query or question: at least one character that is not whitespace."""
+Fraction = Annotated[float, Meta(gt=0, le=1)]
+"""A ratio of tokens kept: in (0, 1]."""
 
 
 class DocumentIn(Struct, kw_only=True):
@@ -43,11 +47,14 @@ def to_documents(values: list[str | DocumentIn]) -> list[Document]:
 
 
 class RerankRequest(Struct, kw_only=True):
-    """Cohere v1/v2 rerank request, TEI's ``texts``, and the ``top_k``, ``return_text`` aliases."""
+    """Cohere v1/v2 rerank request, TEI's ``texts``, and the ``top_k``, ``return_text`` aliases.
 
-    query: str
-    documents: list[str | DocumentIn] | None = None
-    texts: list[str] | None = None
+    Exactly one of ``documents`` and ``texts``; at most one of ``top_n`` and its alias ``top_k``.
+    """
+
+    query: Text
+    documents: Annotated[list[str | DocumentIn], Meta(min_length=1)] | None = None
+    texts: Annotated[list[str], Meta(min_length=1)] | None = None
     model: str | None = None
     top_n: PositiveInt | None = None
     top_k: PositiveInt | None = None
@@ -55,7 +62,7 @@ class RerankRequest(Struct, kw_only=True):
     return_text: bool | None = None
     max_tokens_per_doc: PositiveInt | None = None
     max_chunks_per_doc: PositiveInt | None = None
-    rank_fields: list[str] | None = None
+    rank_fields: Annotated[list[Literal["text"]], Meta(min_length=1, max_length=1)] | None = None
     raw_scores: bool = False
     priority: int | None = None
 
@@ -65,16 +72,12 @@ class RerankRequest(Struct, kw_only=True):
             raise InvalidInputError("send either 'documents' or 'texts', not both")
         if self.documents is None and self.texts is None:
             raise InvalidInputError("'documents' is required (a list of strings or {text} objects)")
-        if self.rank_fields is not None and self.rank_fields != ["text"]:
-            raise InvalidInputError("rank_fields other than ['text'] are not supported")
         return to_documents(
             self.documents if self.documents is not None else list(self.texts or [])
         )
 
     def resolved_top_n(self) -> int | None:
-        if self.top_n is not None and self.top_k is not None and self.top_n != self.top_k:
-            raise InvalidInputError("top_n and top_k disagree; send one of them")
-        return self.top_n if self.top_n is not None else self.top_k
+        return _one_top_n(self.top_n, self.top_k)
 
     def resolved_return_documents(self) -> bool:
         return bool(self.return_documents or self.return_text)
@@ -153,6 +156,12 @@ class RerankResponse(Struct):
         )
 
 
+def _one_top_n(top_n: int | None, top_k: int | None) -> int | None:
+    if top_n is not None and top_k is not None:
+        raise InvalidInputError("send top_n or its alias top_k, not both")
+    return top_n if top_n is not None else top_k
+
+
 def _finite(value: float, name: str) -> float:
     if not math.isfinite(value):
         # One bad number must fail this request only, loudly, never serialize as NaN.
@@ -169,11 +178,11 @@ class CompressRequest(Struct, kw_only=True):
     ``rate`` and ``target_token`` are LLMLingua's names for ``ratio`` and ``target_tokens``.
     """
 
-    query: str
-    documents: list[str | DocumentIn] | None = None
-    context: str | list[str] | None = None
-    ratio: Annotated[float, Meta(gt=0, le=1)] | None = None
-    rate: Annotated[float, Meta(gt=0, le=1)] | None = None
+    query: Text
+    documents: Annotated[list[str | DocumentIn], Meta(min_length=1)] | None = None
+    context: str | Annotated[list[str], Meta(min_length=1)] | None = None
+    ratio: Fraction | None = None
+    rate: Fraction | None = None
     target_tokens: PositiveInt | None = None
     target_token: PositiveInt | None = None
     threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
@@ -284,9 +293,7 @@ class RerankCompressRequest(CompressRequest, kw_only=True):
     return_documents: bool = False
 
     def resolved_top_n(self) -> int | None:
-        if self.top_n is not None and self.top_k is not None and self.top_n != self.top_k:
-            raise InvalidInputError("top_n and top_k disagree; send one of them")
-        return self.top_n if self.top_n is not None else self.top_k
+        return _one_top_n(self.top_n, self.top_k)
 
 
 class CompressionOut(Struct):
@@ -354,7 +361,7 @@ class RerankCompressResponse(Struct):
 class RetrieveRequest(Struct, kw_only=True):
     """First-stage retrieval from the configured index, optionally reranked by the proxy."""
 
-    query: str
+    query: Text
     k: PositiveInt = 10
     mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
     rerank: bool = False
@@ -389,10 +396,10 @@ class AskRequest(Struct, kw_only=True):
     default: the library's measured default). ``rerank`` / ``compress`` switch those stages off.
     """
 
-    question: str
+    question: Text
     top_k: PositiveInt = 20
     top_n: PositiveInt = 5
-    ratio: float = 0.5
+    ratio: Fraction = 0.5
     order: Literal["best_first", "best_last", "edges"] | None = None
     mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
     rerank: bool = True

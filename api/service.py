@@ -1,26 +1,36 @@
-"""The service layer between routes and the library: limits, cache, coalescing, worker thread.
+"""The service layer between routes and the library: limits, cache, coalescing, worker threads.
 
 Routes stay thin: they hand a request Struct to :class:`Service` and return what it gives back.
-A cached response equals a fresh one except ``id``, which is minted per request.
+Each model request goes through the same steps:
+
+1. on the event loop, microseconds: shape checks (documents, counts, characters) with
+   :meth:`ragattn.limits.LimitChecker.precheck`, so a 5 MB document is refused at once;
+2. the cache (a hit answers here);
+3. on the tokenizer thread: the exact token limits and any truncation
+   (:meth:`~ragattn.limits.LimitChecker.check`), never queued behind the model;
+4. on the model thread: the library call.
+
+Steps 3 and 4 run under the request deadline (``RAGATTN_REQUEST_TIMEOUT_S``), ``/v1/ask`` and its
+generator call included. A cached response equals a fresh one except ``id``, which is minted per
+request, and the warnings about unknown request fields, which belong to each request.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import hashlib
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, TypeVar
 
 import msgspec
 
-import ragattn
 from api.errors import DeadlineExceededError
 from api.schemas import (
+    AskRequest,
+    AskResponse,
     CompressRequest,
     CompressResponse,
     RerankCompressRequest,
@@ -33,74 +43,55 @@ from api.schemas import (
 )
 from api.worker import ModelWorker
 from ragattn.cache import Cache, cache_key
-from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError, TokenizerError
+from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError
+from ragattn.limits import CheckedInput, LimitChecker
+from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, RAGPipeline
 from ragattn.settings import Settings
 from ragattn.types import Document
 
 logger = logging.getLogger(__name__)
 S = TypeVar("S", bound=msgspec.Struct)
+T = TypeVar("T")
+CompressorFactory = Callable[[Any, str | None], Any]
 
 
 def new_id() -> str:
     return str(uuid.uuid4())
 
 
-_WEIGHT_DIGESTS: dict[int, tuple[Any, str]] = {}
-"""sha256 of a model's weights by ``id(model)``; holding the model keeps its id unique."""
-
-
-def weights_digest(model: Any) -> str:
-    """sha256 over the raw bytes of every tensor in ``state_dict`` order (about 1 s for 135M)."""
-    known = _WEIGHT_DIGESTS.get(id(model))
-    if known is not None and known[0] is model:
-        return known[1]
-    import torch
-
-    h = hashlib.sha256()
-    with torch.inference_mode():
-        for name, tensor in model.state_dict().items():
-            h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-            h.update(memoryview(tensor.detach().contiguous().view(torch.uint8).numpy()))
-    digest = h.hexdigest()
-    _WEIGHT_DIGESTS[id(model)] = (model, digest)
-    return digest
-
-
-def model_fingerprint(proxy: Any, *parts: str) -> str:
-    """Identity of everything that can change an answer: weights, library code and assets, methods.
-
-    The weights are hashed byte for byte; the library code and packaged assets (head profiles,
-    probes under ``models/``) by their file contents, so any change invalidates cached answers.
-    """
-    h = hashlib.sha256()
-    h.update(f"{ragattn.__version__}|{proxy.name}|{proxy.source}|{proxy.dtype}|".encode())
-    h.update("|".join(parts).encode())
-    model = getattr(proxy, "model", None)
-    if model is not None:
-        h.update(weights_digest(model).encode())
-    root = Path(ragattn.__file__).parent
-    assets = [*sorted(root.rglob("*.py")), *sorted((root.parent / "models").rglob("*"))]
-    for path in assets:
-        if path.is_file():
-            h.update(str(path.relative_to(root.parent)).encode())
-            h.update(path.read_bytes())
-    return f"{proxy.name}@{h.hexdigest()[:24]}"
-
-
 class Service:
-    """Serves rerank and compress requests with limits, caching and a bounded model queue."""
+    """Serves the model routes with limits, caching, a bounded model queue and deadlines.
+
+    Args:
+        settings: the service settings.
+        reranker: the loaded reranker (its ``proxy`` serves every route).
+        compressors: compressors already built, by method name (``None`` = the default method).
+        compressor_factory: builds a compressor for a method on first use; ``None`` when this
+            build has no compression.
+        cache: the response cache.
+        worker: the model thread.
+        tokens: the tokenizer thread (token limits).
+        limits: the token limits, on a private copy of the proxy's tokenizer.
+        fingerprint: identity of weights, code and assets; part of every cache key.
+        pipeline: retrieval, rerank, compression and generation over the configured index;
+            ``None`` without ``RAGATTN_INDEX_DIR``.
+        unavailable: why the default compressor could not be built (for the 400 it causes).
+    """
 
     def __init__(
         self,
         settings: Settings,
         *,
         reranker: Any,
-        compressor: Any | None,
-        compressor_factory: Callable[[Any, str | None], Any] | None,
+        compressors: dict[str | None, Any],
+        compressor_factory: CompressorFactory | None,
         cache: Cache,
         worker: ModelWorker,
+        tokens: ModelWorker,
+        limits: LimitChecker,
         fingerprint: str,
-        index: Any | None = None,
+        pipeline: RAGPipeline | None = None,
+        unavailable: str | None = None,
     ) -> None:
         self.settings = settings
         self.reranker = reranker
@@ -108,13 +99,13 @@ class Service:
         self.model_name: str = self.proxy.name
         self.cache = cache
         self.worker = worker
+        self.tokens = tokens
+        self.limits = limits
         self.fingerprint = fingerprint
-        self.index = index
+        self.pipeline = pipeline
         self._compressor_factory = compressor_factory
-        self._compressors: dict[str | None, Any] = {}
-        if compressor is not None:
-            self._compressors[None] = compressor
-            self._compressors[getattr(compressor, "method", None)] = compressor
+        self._compressors = dict(compressors)
+        self._unavailable = unavailable
 
     @property
     def can_compress(self) -> bool:
@@ -122,12 +113,14 @@ class Service:
 
     # --- rerank -----------------------------------------------------------------------------
 
-    async def rerank(self, req: RerankRequest, *, api_version: str) -> tuple[RerankResponse, bool]:
+    async def rerank(
+        self, req: RerankRequest, *, api_version: str, notes: Sequence[str] = ()
+    ) -> tuple[RerankResponse, bool]:
         documents = req.resolved_documents()
-        self._check_count(documents)
         top_n = req.resolved_top_n()
         if top_n is not None:
             top_n = min(top_n, len(documents))  # Cohere semantics: clamp, do not fail
+        self.limits.precheck(req.query, documents, truncate_to=req.max_tokens_per_doc)
         return_documents = req.resolved_return_documents()
         params = {
             "method": getattr(self.reranker, "method", ""),
@@ -144,29 +137,35 @@ class Service:
             documents=documents,
         )
 
-        def compute() -> RerankResponse:
-            docs, warnings, tokens = self._prepare(req.query, documents, req.max_tokens_per_doc)
-            result = self.reranker.rerank(req.query, docs, top_n=top_n)
+        def score(checked: CheckedInput) -> RerankResponse:
+            result = self.reranker.rerank(req.query, list(checked.documents), top_n=top_n)
             return RerankResponse.from_result(
                 result,
                 id="",
                 api_version=api_version,
                 model=self.model_name,
-                input_tokens=tokens,
+                input_tokens=checked.input_tokens,
                 return_documents=return_documents,
                 raw_scores=req.raw_scores,
-                warnings=warnings,
+                warnings=list(checked.warnings),
             )
 
-        body, hit = await self._cached(key, "rerank", compute, RerankResponse)
-        return msgspec.structs.replace(body, id=new_id()), hit
+        async def work(deadline: float | None) -> RerankResponse:
+            checked = await self._check(req.query, documents, req.max_tokens_per_doc, deadline)
+            return await self.worker.run("rerank", score, checked, deadline=deadline)
+
+        body, hit = await self._cached(key, work, RerankResponse)
+        meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
+        return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
 
     # --- compress ---------------------------------------------------------------------------
 
-    async def compress(self, req: CompressRequest) -> tuple[CompressResponse, bool]:
+    async def compress(
+        self, req: CompressRequest, *, notes: Sequence[str] = ()
+    ) -> tuple[CompressResponse, bool]:
         documents = req.resolved_documents()
-        self._check_count(documents)
         budget = req.resolved_budget()
+        self.limits.precheck(req.query, documents)
         method = req.method or self.settings.compress_method
         params = {"method": method, "keep_order": req.keep_order, **budget}
         key = cache_key(
@@ -177,27 +176,32 @@ class Service:
             documents=documents,
         )
 
-        def compute() -> CompressResponse:
-            docs, warnings, _ = self._prepare(req.query, documents, None)
-            compressor = self._compressor(method)
-            result = compressor.compress(req.query, docs, keep_order=req.keep_order, **budget)
+        def score(checked: CheckedInput) -> CompressResponse:
+            compressor = self.compressor(method)
+            result = compressor.compress(
+                req.query, list(checked.documents), keep_order=req.keep_order, **budget
+            )
             return CompressResponse.from_result(
-                result, id="", model=self.model_name, warnings=warnings
+                result, id="", model=self.model_name, warnings=list(checked.warnings)
             )
 
-        body, hit = await self._cached(key, "compress", compute, CompressResponse)
-        return msgspec.structs.replace(body, id=new_id()), hit
+        async def work(deadline: float | None) -> CompressResponse:
+            checked = await self._check(req.query, documents, None, deadline)
+            return await self.worker.run("compress", score, checked, deadline=deadline)
+
+        body, hit = await self._cached(key, work, CompressResponse)
+        return msgspec.structs.replace(body, id=new_id(), warnings=[*notes, *body.warnings]), hit
 
     async def rerank_compress(
-        self, req: RerankCompressRequest
+        self, req: RerankCompressRequest, *, notes: Sequence[str] = ()
     ) -> tuple[RerankCompressResponse, bool]:
         """Rank and compress from one scoring pass (the compressor's ``rerank_and_compress``)."""
         documents = req.resolved_documents()
-        self._check_count(documents)
         budget = req.resolved_budget()
         top_n = req.resolved_top_n()
         if top_n is not None:
             top_n = min(top_n, len(documents))
+        self.limits.precheck(req.query, documents)
         method = req.method or self.settings.compress_method
         params = {
             "method": method,
@@ -214,44 +218,60 @@ class Service:
             documents=documents,
         )
 
-        def compute() -> RerankCompressResponse:
-            docs, warnings, tokens = self._prepare(req.query, documents, None)
-            compressor = self._compressor(method)
+        def score(checked: CheckedInput) -> RerankCompressResponse:
+            compressor = self.compressor(method)
             ranked, compressed = compressor.rerank_and_compress(
-                req.query, docs, top_n=top_n, keep_order=req.keep_order, **budget
+                req.query, list(checked.documents), top_n=top_n, keep_order=req.keep_order, **budget
             )
             return RerankCompressResponse.from_result(
                 ranked,
                 compressed,
                 id="",
                 model=self.model_name,
-                input_tokens=tokens,
+                input_tokens=checked.input_tokens,
                 return_documents=req.return_documents,
-                warnings=warnings,
+                warnings=list(checked.warnings),
             )
 
-        body, hit = await self._cached(key, "rerank_compress", compute, RerankCompressResponse)
-        return msgspec.structs.replace(body, id=new_id()), hit
+        async def work(deadline: float | None) -> RerankCompressResponse:
+            checked = await self._check(req.query, documents, None, deadline)
+            return await self.worker.run("rerank_compress", score, checked, deadline=deadline)
 
-    async def retrieve(self, req: RetrieveRequest) -> tuple[RetrieveResponse, bool]:
-        """Search the configured index; with ``rerank`` the hits are reordered by the proxy."""
-        index = self.index
-        if index is None:
+        body, hit = await self._cached(key, work, RerankCompressResponse)
+        meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
+        return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
+
+    # --- retrieval and RAG --------------------------------------------------------------------
+
+    def _require_pipeline(self) -> RAGPipeline:
+        if self.pipeline is None:
             raise InvalidInputError("no retrieval index is configured (set RAGATTN_INDEX_DIR)")
+        return self.pipeline
+
+    def _check_k(self, name: str, k: int) -> None:
+        if k > self.settings.max_documents:
+            raise InputTooLargeError(
+                f"{name}={k} exceeds RAGATTN_MAX_DOCUMENTS={self.settings.max_documents}"
+            )
+
+    async def retrieve(
+        self, req: RetrieveRequest, *, notes: Sequence[str] = ()
+    ) -> tuple[RetrieveResponse, bool]:
+        """Search the configured index; with ``rerank`` the hits are reordered by the proxy."""
+        pipeline = self._require_pipeline()
         if not req.query.strip():
             raise InvalidInputError("query must be a non-empty string")
-        if req.k > self.settings.max_documents:
-            raise InputTooLargeError(
-                f"k={req.k} exceeds RAGATTN_MAX_DOCUMENTS={self.settings.max_documents}"
-            )
+        self._check_k("k", req.k)
+        self.limits.precheck(req.query, None)
         top_n = min(req.top_n, req.k) if req.top_n is not None else None
+        manifest = getattr(pipeline.index, "manifest", None)
         params = {
             "k": req.k,
             "mode": req.mode,
             "rerank": req.rerank,
             "top_n": top_n,
             "return_documents": req.return_documents,
-            "index": index.manifest.content_hash,
+            "index": getattr(manifest, "content_hash", None),
         }
         key = cache_key(
             model=self.fingerprint,
@@ -261,29 +281,20 @@ class Service:
             documents=[],
         )
 
-        def compute() -> RetrieveResponse:
-            hits = index.search(req.query, req.k, mode=req.mode)
-            relevance: dict[int, float] = {}
-            order = list(range(len(hits)))
-            warnings: list[str] = []
-            if req.rerank and hits:
-                docs = [Document(text=h.text, id=h.doc_id, title=h.title) for h in hits]
-                ranked = self.reranker.rerank(req.query, docs, top_n=top_n)
-                order = [r.index for r in ranked]
-                relevance = {r.index: r.relevance_score for r in ranked}
-                warnings.extend(ranked.warnings)
-            elif top_n is not None:
-                order = order[:top_n]
+        def search() -> RetrieveResponse:
+            found = pipeline.retrieve(
+                req.query, k=req.k, mode=req.mode, rerank=req.rerank, top_n=top_n
+            )
             results = [
                 RetrievedOut(
-                    doc_id=hits[i].doc_id,
-                    retrieval_score=float(hits[i].score),
-                    retrieval_rank=hits[i].rank,
-                    relevance_score=relevance.get(i),
-                    text=hits[i].text if req.return_documents else None,
-                    title=hits[i].title if req.return_documents else None,
+                    doc_id=c.hit.doc_id,
+                    retrieval_score=float(c.hit.score),
+                    retrieval_rank=c.hit.rank,
+                    relevance_score=c.relevance_score,
+                    text=c.hit.text if req.return_documents else None,
+                    title=c.hit.title if req.return_documents else None,
                 )
-                for i in order
+                for c in found.candidates
             ]
             return RetrieveResponse(
                 id="",
@@ -291,17 +302,70 @@ class Service:
                 mode=req.mode,
                 reranked=req.rerank,
                 model=self.model_name,
-                warnings=warnings,
+                warnings=list(found.warnings),
             )
 
-        body, hit = await self._cached(key, "retrieve", compute, RetrieveResponse)
-        return msgspec.structs.replace(body, id=new_id()), hit
+        async def work(deadline: float | None) -> RetrieveResponse:
+            await self.tokens.run("tokenize", self.limits.check_query, req.query, deadline=deadline)
+            return await self.worker.run("retrieve", search, deadline=deadline)
 
-    def _compressor(self, method: str | None) -> Any:
-        """The compressor for ``method``, built once on the model thread and kept.
+        body, hit = await self._cached(key, work, RetrieveResponse)
+        return msgspec.structs.replace(body, id=new_id(), warnings=[*notes, *body.warnings]), hit
 
-        A method this server cannot build (e.g. its probe weights are not trained yet) is a 400
-        naming the reason, so clients can pick another method; rerank keeps working.
+    async def ask(self, req: AskRequest, *, notes: Sequence[str] = ()) -> tuple[AskResponse, bool]:
+        """Answer ``req.question`` over the index with the service's pipeline.
+
+        Retrieval to compression is one job on the model thread, generation another (its HTTP
+        call too, for an endpoint generator); both run under the request deadline.
+
+        Raises:
+            InvalidInputError: no index configured, an empty question or invalid options.
+            InputTooLargeError: ``top_k`` above ``RAGATTN_MAX_DOCUMENTS``, or a long question.
+            DeadlineExceededError: the answer did not come within ``RAGATTN_REQUEST_TIMEOUT_S``.
+        """
+        pipeline = self._require_pipeline()
+        if not req.question.strip():
+            raise InvalidInputError("question must be a non-empty string")
+        self._check_k("top_k", req.top_k)
+        self.limits.precheck(req.question, None, what="question")
+        if req.compress and pipeline.compressor is None:
+            raise InvalidInputError(
+                f"compress method 'default' is unavailable here: {self._unavailable}; "
+                "send compress=false"
+            )
+        options = PipelineOptions(
+            top_k=req.top_k,
+            top_n=req.top_n,
+            ratio=req.ratio,
+            order=req.order or DEFAULT_ORDER,
+            mode=req.mode,
+            rerank=req.rerank,
+            compress=req.compress,
+        )
+        async with self._deadline() as deadline:
+            await self.tokens.run(
+                "tokenize",
+                self.limits.check_query,
+                req.question,
+                what="question",
+                deadline=deadline,
+            )
+
+            async def on_worker(fn: Callable[[], T]) -> T:
+                return await self.worker.run("ask", fn, deadline=deadline)
+
+            result = await pipeline.aask(req.question, options, run_blocking=on_worker)
+        body = AskResponse.from_result(result, id=new_id(), return_text=req.return_text)
+        return msgspec.structs.replace(body, warnings=[*notes, *body.warnings]), result.cache_hit
+
+    # --- shared -----------------------------------------------------------------------------
+
+    def compressor(self, method: str | None) -> Any:
+        """The compressor for ``method`` (``None``: the default), built once and kept.
+
+        Called on the model thread. A method this server cannot build (e.g. its probe weights are
+        not trained yet) is a 400 naming the reason, so clients can pick another method; rerank
+        keeps working.
         """
         compressor = self._compressors.get(method)
         if compressor is None:
@@ -316,67 +380,44 @@ class Service:
             self._compressors[method] = compressor
         return compressor
 
-    # --- shared -----------------------------------------------------------------------------
+    async def _check(
+        self,
+        query: str,
+        documents: Sequence[Document],
+        truncate_to: int | None,
+        deadline: float | None,
+    ) -> CheckedInput:
+        """Token limits on the tokenizer thread: never behind the model, bounded like it."""
+        return await self.tokens.run(
+            "tokenize",
+            self.limits.check,
+            query,
+            documents,
+            truncate_to=truncate_to,
+            deadline=deadline,
+        )
 
-    def _check_count(self, documents: Sequence[Document]) -> None:
-        if not documents:
-            raise InvalidInputError("documents must hold at least one document")
-        limit = self.settings.max_documents
-        if len(documents) > limit:
-            raise InputTooLargeError(
-                f"{len(documents)} documents sent; this server accepts at most {limit} per request "
-                "(RAGATTN_MAX_DOCUMENTS); split the request"
-            )
-
-    def _prepare(
-        self, query: str, documents: Sequence[Document], truncate_to: int | None
-    ) -> tuple[list[Document], list[str], int]:
-        """Enforce token limits in proxy tokens; truncate to ``truncate_to`` with a warning.
-
-        Returns the documents to score, the warnings, and the total input tokens.
-        """
-        tokenizer = self.proxy.tokenizer
-        limits = self.settings
+    @asynccontextmanager
+    async def _deadline(self) -> AsyncIterator[float | None]:
+        """The request deadline: yields its ``time.monotonic()`` instant (``None``: none set);
+        a wait still running when it passes ends in :class:`DeadlineExceededError`."""
+        timeout = self.settings.request_timeout_s or None
+        deadline = time.monotonic() + timeout if timeout else None
+        scope = asyncio.timeout(timeout)
         try:
-            q_ids = tokenizer(query, add_special_tokens=False)["input_ids"]
-            enc = tokenizer(
-                [d.text for d in documents], add_special_tokens=False, return_offsets_mapping=True
-            )
-        except Exception as exc:  # tokenizers raise bare exceptions on malformed text
-            raise TokenizerError(
-                f"the proxy tokenizer could not encode the input: {type(exc).__name__}"
+            async with scope:
+                yield deadline
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise
+            # Our wait ended; queued jobs are dropped unless another request still waits for them.
+            raise DeadlineExceededError(
+                f"the request did not finish within {timeout:g} s (RAGATTN_REQUEST_TIMEOUT_S); "
+                "retry later or send less work"
             ) from exc
-        if len(q_ids) > limits.max_query_tokens:
-            raise InputTooLargeError(
-                f"query has {len(q_ids)} tokens; the limit is {limits.max_query_tokens} "
-                "(RAGATTN_MAX_QUERY_TOKENS)"
-            )
-        out: list[Document] = []
-        warnings: list[str] = []
-        total = len(q_ids)
-        for i, (doc, ids, offsets) in enumerate(
-            zip(documents, enc["input_ids"], enc["offset_mapping"], strict=True)
-        ):
-            n = len(ids)
-            if truncate_to is not None and n > truncate_to:
-                cut = offsets[truncate_to - 1][1]
-                doc = dataclasses.replace(doc, text=doc.text[:cut])
-                warnings.append(
-                    f"documents[{i}] truncated from {n} to {truncate_to} tokens "
-                    "(max_tokens_per_doc)"
-                )
-                n = truncate_to
-            if n > limits.max_tokens_per_doc:
-                raise InputTooLargeError(
-                    f"documents[{i}] has {n} tokens; the limit is {limits.max_tokens_per_doc} "
-                    "(RAGATTN_MAX_TOKENS_PER_DOC); send max_tokens_per_doc to truncate instead"
-                )
-            total += n
-            out.append(doc)
-        return out, warnings, total
 
     async def _cached(
-        self, key: str, task: str, compute: Callable[[], S], kind: type[S]
+        self, key: str, work: Callable[[float | None], Awaitable[S]], kind: type[S]
     ) -> tuple[S, bool]:
         raw = await self.cache.get(key)
         if raw is not None:
@@ -384,31 +425,18 @@ class Service:
                 return msgspec.msgpack.decode(raw, type=kind), True
             except msgspec.DecodeError:
                 logger.warning("undecodable cache entry %s; recomputing", key)
+        async with self._deadline() as deadline:
 
-        timeout = self.settings.request_timeout_s or None
-        deadline = time.monotonic() + timeout if timeout else None
+            async def fill() -> S:
+                value = await work(deadline)
+                await self.cache.set(key, msgspec.msgpack.encode(value))
+                return value
 
-        async def fill() -> S:
-            value = await self.worker.run(task, compute, deadline=deadline)
-            await self.cache.set(key, msgspec.msgpack.encode(value))
-            return value
-
-        scope = asyncio.timeout(timeout)
-        try:
-            async with scope:
-                return await self.worker.run_once(key, fill), False
-        except TimeoutError as exc:
-            if not scope.expired():
-                raise
-            # Our wait ended; the job is dropped unless another request still waits for it.
-            raise DeadlineExceededError(
-                f"the request did not finish within {timeout:g} s (RAGATTN_REQUEST_TIMEOUT_S); "
-                "retry later or send less work"
-            ) from exc
+            return await self.worker.run_once(key, fill), False
 
     async def cache_healthy(self) -> bool:
-        """False while the cache backend fails (the service answers without it: degraded)."""
+        """False while cache reads fail (the service answers without it: degraded)."""
         return await self.cache.healthy()
 
 
-__all__ = ["Service", "model_fingerprint", "new_id"]
+__all__ = ["Service", "new_id"]

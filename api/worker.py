@@ -39,16 +39,24 @@ class _Shared:
 
 
 class ModelWorker:
-    """Runs blocking model calls on one thread; at most ``max_pending`` jobs queued or running."""
+    """Runs blocking model calls on one thread; at most ``max_pending`` jobs queued or running.
+
+    The service has two: the model worker, and a tokenizer worker (``name="ragattn-tokens"``)
+    that checks token limits, so an oversized input is refused without waiting for the model.
+    """
 
     def __init__(
-        self, *, max_pending: int, observe: Callable[[str, float], None] | None = None
+        self,
+        *,
+        max_pending: int,
+        observe: Callable[[str, float], None] | None = None,
+        name: str = "ragattn-model",
     ) -> None:
         if max_pending < 1:
             raise ValueError("max_pending must be >= 1")
         self.max_pending = max_pending
         self._observe = observe
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragattn-model")
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._lock = threading.Lock()
         self._pending = 0
         self._inflight: dict[str, _Shared] = {}

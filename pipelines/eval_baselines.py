@@ -21,7 +21,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ragattn.evaluation import (
+from ragattn.lab.evaluation import (
     SENTENCE_BASELINES,
     MiniLMRanker,
     SentenceScorer,

@@ -17,7 +17,7 @@ Metrics: SQuAD-normalised exact match and token F1 against the gold answer (Hotp
 yes/no answer needs an exact match), "answer contained" (the normalised gold answer occurs in the
 generated text as whole words: verbose answers of a tiny model still count); supporting-fact recall
 = gold sentences whose title is among the ``top_n`` passages (whole) and of which at least half of
-the characters are kept (compressed; ``ragattn.evaluation.metrics.sentence_kept``).
+the characters are kept (compressed; ``ragattn.lab.evaluation.metrics.sentence_kept``).
 
     OMP_NUM_THREADS=1 nice -n 15 python pipelines/qa_eval.py --out docs/benchmarks/pipeline.md
 """
@@ -34,8 +34,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragattn.evaluation.metrics import contains_answer, normalize_answer, sentence_kept
 from ragattn.generate import LocalGenerator
+from ragattn.lab.evaluation.metrics import contains_answer, normalize_answer, sentence_kept
 from ragattn.pipeline import ORDERS, PipelineOptions, PreparedContext, RAGPipeline
 from ragattn.types import Document
 

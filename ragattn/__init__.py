@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"  # before the imports: submodules read it while the package initialises
-
+from ragattn._version import __version__
 from ragattn.client import AsyncClient, Client
 from ragattn.compress import Compressor
 from ragattn.errors import InvalidInputError, RagattnError

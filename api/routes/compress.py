@@ -1,11 +1,14 @@
-"""Compression route: sentence pruning under one budget (ratio, target tokens or threshold)."""
+"""Compression routes: sentence pruning under one budget (ratio, target tokens or threshold)."""
 
 from __future__ import annotations
 
-from litestar import Controller, Response, post
+from typing import Any
 
+from litestar import Controller, Request, Response, post
+
+from api.body import ignored_fields
 from api.errors import MODEL_ROUTE_RESPONSES
-from api.routes.rerank import CACHE_HEADER
+from api.routes.rerank import with_cache_header
 from api.schemas import (
     CompressRequest,
     CompressResponse,
@@ -24,9 +27,11 @@ class CompressController(Controller):
         responses=MODEL_ROUTE_RESPONSES,
         summary="Prune documents to the sentences that answer the query",
     )
-    async def compress(self, data: CompressRequest, service: Service) -> Response[CompressResponse]:
-        body, hit = await service.compress(data)
-        return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})
+    async def compress(
+        self, data: CompressRequest, service: Service, request: Request[Any, Any, Any]
+    ) -> Response[CompressResponse]:
+        body, hit = await service.compress(data, notes=ignored_fields(request))
+        return with_cache_header(body, hit)
 
 
 class RerankCompressController(Controller):
@@ -39,7 +44,7 @@ class RerankCompressController(Controller):
         summary="Rank documents and compress the best of them from one scoring pass",
     )
     async def rerank_compress(
-        self, data: RerankCompressRequest, service: Service
+        self, data: RerankCompressRequest, service: Service, request: Request[Any, Any, Any]
     ) -> Response[RerankCompressResponse]:
-        body, hit = await service.rerank_compress(data)
-        return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})
+        body, hit = await service.rerank_compress(data, notes=ignored_fields(request))
+        return with_cache_header(body, hit)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from litestar import Controller, MediaType, Response, get
+from litestar import Controller, HttpMethod, MediaType, Response, get, route
 from litestar.datastructures import State
 
 from api.errors import PROBE_RESPONSES
@@ -18,8 +18,9 @@ class HealthController(Controller):
     opt = {"public": True}
     tags = ["health"]
 
-    @get(
+    @route(
         "/health",
+        http_method=[HttpMethod.GET, HttpMethod.HEAD],
         summary="Liveness: the process serves HTTP (503 if the model failed to load)",
         responses=PROBE_RESPONSES,
     )
@@ -28,12 +29,17 @@ class HealthController(Controller):
             raise NotReadyError("the proxy model failed to load; see the server log")
         return HealthResponse(status="ok")
 
-    @get(
+    @route(
         "/ready",
-        summary="Readiness: the proxy is loaded and computes (503 not_ready until then)",
+        http_method=[HttpMethod.GET, HttpMethod.HEAD],
+        summary="Readiness: the proxy is loaded, has served a warm-up request of each kind, and "
+        "the server is not shutting down (503 not_ready otherwise)",
         responses=PROBE_RESPONSES,
     )
     async def ready(self, state: State) -> ReadyResponse:
+        drain = state.get("drain")
+        if drain is not None and drain.started:
+            raise NotReadyError("the server is shutting down")
         service: Service | None = state.get("service")
         if service is None:
             raise NotReadyError("the proxy model is still loading")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from litestar import MediaType, get
+from litestar import HttpMethod, MediaType, get, route
+from litestar.exceptions import NotFoundException
 from litestar.response import File
-from litestar.static_files import create_static_files_router
 
 from ragattn.demo import DOCUMENTS, QUERY
 
@@ -51,14 +51,41 @@ def demo_example() -> dict[str, object]:
     }
 
 
-static_files = create_static_files_router(
-    path="/static",
-    directories=[STATIC_DIR],
-    opt={"public": True},
-    include_in_schema=False,
-)
+ASSETS: dict[str, Path] = {
+    p.name: p for p in sorted(STATIC_DIR.iterdir()) if p.is_file() and p.name != "index.html"
+}
+"""The files ``/static/<name>`` serves: exactly those in ``api/static/``, by name."""
 
-PAGE_HANDLERS = [index, demo_example, static_files]
+_MEDIA_TYPES = {
+    ".js": "text/javascript",
+    ".css": "text/css",
+    ".png": "image/png",
+    ".txt": "text/plain",
+}
+
+
+@route(
+    "/static/{file_path:path}",
+    http_method=[HttpMethod.GET, HttpMethod.HEAD],
+    include_in_schema=False,
+    opt={"public": True},
+    sync_to_thread=False,
+)
+def static_asset(file_path: str) -> File:
+    """One of :data:`ASSETS`; anything else (other paths, traversal, NUL or control characters)
+    is a 404 in the error shape that never repeats the requested path."""
+    path = ASSETS.get(file_path.removeprefix("/"))
+    if path is None:
+        raise NotFoundException()
+    return File(
+        path,
+        content_disposition_type="inline",
+        media_type=_MEDIA_TYPES.get(path.suffix, "application/octet-stream"),
+        headers={"Cache-Control": "public, max-age=3600"},
+    )
+
+
+PAGE_HANDLERS = [index, demo_example, static_asset]
 """Route handlers to register on the app (see ``api.app.create_app``)."""
 
-__all__ = ["PAGE_HANDLERS", "STATIC_DIR"]
+__all__ = ["ASSETS", "PAGE_HANDLERS", "STATIC_DIR"]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from litestar import Controller, Response, post
+from typing import Any
 
+from litestar import Controller, Request, Response, post
+
+from api.body import ignored_fields
 from api.errors import MODEL_ROUTE_RESPONSES
 from api.schemas import RerankRequest, RerankResponse
 from api.service import Service
@@ -11,7 +14,7 @@ from api.service import Service
 CACHE_HEADER = "x-ragattn-cache"
 
 
-def with_cache_header(body: RerankResponse, hit: bool) -> Response[RerankResponse]:
+def with_cache_header(body: Any, hit: bool) -> Response[Any]:
     return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})
 
 
@@ -24,8 +27,10 @@ class RerankController(Controller):
         responses=MODEL_ROUTE_RESPONSES,
         summary="Rerank documents (Cohere v1 shape)",
     )
-    async def rerank_v1(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
-        body, hit = await service.rerank(data, api_version="1")
+    async def rerank_v1(
+        self, data: RerankRequest, service: Service, request: Request[Any, Any, Any]
+    ) -> Response[RerankResponse]:
+        body, hit = await service.rerank(data, api_version="1", notes=ignored_fields(request))
         return with_cache_header(body, hit)
 
     @post(
@@ -34,8 +39,10 @@ class RerankController(Controller):
         responses=MODEL_ROUTE_RESPONSES,
         summary="Rerank documents (Cohere v2 shape)",
     )
-    async def rerank_v2(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
-        body, hit = await service.rerank(data, api_version="2")
+    async def rerank_v2(
+        self, data: RerankRequest, service: Service, request: Request[Any, Any, Any]
+    ) -> Response[RerankResponse]:
+        body, hit = await service.rerank(data, api_version="2", notes=ignored_fields(request))
         return with_cache_header(body, hit)
 
     @post(
@@ -44,6 +51,8 @@ class RerankController(Controller):
         responses=MODEL_ROUTE_RESPONSES,
         summary="Rerank documents; also accepts TEI's 'texts'",
     )
-    async def rerank(self, data: RerankRequest, service: Service) -> Response[RerankResponse]:
-        body, hit = await service.rerank(data, api_version="1")
+    async def rerank(
+        self, data: RerankRequest, service: Service, request: Request[Any, Any, Any]
+    ) -> Response[RerankResponse]:
+        body, hit = await service.rerank(data, api_version="1", notes=ignored_fields(request))
         return with_cache_header(body, hit)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from litestar import Controller, Response, post
+from typing import Any
 
+from litestar import Controller, Request, Response, post
+
+from api.body import ignored_fields
 from api.errors import MODEL_ROUTE_RESPONSES
-from api.routes.rerank import CACHE_HEADER
+from api.routes.rerank import with_cache_header
 from api.schemas import RetrieveRequest, RetrieveResponse
 from api.service import Service
 
@@ -19,6 +22,8 @@ class RetrieveController(Controller):
         responses=MODEL_ROUTE_RESPONSES,
         summary="Search the configured index (BM25, dense or hybrid); optionally rerank the hits",
     )
-    async def retrieve(self, data: RetrieveRequest, service: Service) -> Response[RetrieveResponse]:
-        body, hit = await service.retrieve(data)
-        return Response(body, headers={CACHE_HEADER: "hit" if hit else "miss"})
+    async def retrieve(
+        self, data: RetrieveRequest, service: Service, request: Request[Any, Any, Any]
+    ) -> Response[RetrieveResponse]:
+        body, hit = await service.retrieve(data, notes=ignored_fields(request))
+        return with_cache_header(body, hit)

@@ -1,11 +1,6 @@
-"""Sentence-level context compression: the :class:`Compressor` facade and its methods.
+"""Sentence-level context compression: the :class:`Compressor` facade over the method registry.
 
-Methods (``METHODS``):
-- ``fused``: the trained probe over Sentinel attention features + BM25 + MiniLM + position/length.
-- ``sentinel``: the trained probe over Sentinel attention features only.
-- ``lexical``: the same probe recipe without any attention feature (attention switched off).
-- ``focal``: AttentionRAG's answer-prefix focal token, untrained.
-- ``attention-raw``: last-token context share averaged over all heads, untrained (a baseline).
+The methods and their needs are listed in :mod:`ragattn.compress.registry` (:data:`METHODS`).
 Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
 """
 
@@ -13,19 +8,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ragattn.assets import default_models_dir, proxy_slug
+from ragattn.assets import default_models_dir
 from ragattn.compress.budget import Budget, select
-from ragattn.compress.features import Unit, attention_block, sentence_features
-from ragattn.compress.focal import focal_scores
+from ragattn.compress.features import Unit
 from ragattn.compress.probe import Probe
+from ragattn.compress.registry import (
+    DEFAULT_METHOD,
+    METHODS,
+    PROBE_METHODS,
+    ScorerInputs,
+    probe_path,
+)
 from ragattn.errors import InvalidInputError, ModelLoadError
-from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
+from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
 from ragattn.sentences import split_sentences
 from ragattn.types import (
     CompressedDocument,
@@ -37,50 +37,10 @@ from ragattn.types import (
     RerankResults,
     as_documents,
 )
+from ragattn.validation import check_query, check_top_n
 
 DOC_JOINER = "\n\n"
 """Documents are joined with a blank line in the original and the compressed context alike."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProbeMethod:
-    """A probe-based method: which feature blocks it computes and the file of its weights."""
-
-    attention: bool
-    lexical: bool
-    dense: bool
-    rows: str = "last"
-
-
-PROBE_METHODS: dict[str, ProbeMethod] = {
-    "fused": ProbeMethod(attention=True, lexical=True, dense=True),
-    "sentinel": ProbeMethod(attention=True, lexical=False, dense=False),
-    "lexical": ProbeMethod(attention=False, lexical=True, dense=True),
-}
-UNTRAINED_METHODS = ("focal", "attention-raw")
-METHODS = tuple(sorted([*PROBE_METHODS, *UNTRAINED_METHODS]))
-DEFAULT_METHOD = "lexical"
-"""The best measured method (BENCHMARKS.md §3: mean recall@20 % over 2Wiki-200 and HotpotQA, lexical
-0.599 vs fused 0.577 with probes trained on 80 questions); revisit when the probes are retrained."""
-
-
-def probe_path(models_dir: Path, proxy: Proxy, method: str) -> Path:
-    return models_dir / proxy_slug(proxy) / f"{method}.npz"
-
-
-def _resolve_tokenizer(tokenizer: Any, proxy: Proxy) -> tuple[Any, str]:
-    if tokenizer is None:
-        return proxy.tokenizer, proxy.name
-    if isinstance(tokenizer, str):
-        from transformers import AutoTokenizer
-
-        try:
-            return AutoTokenizer.from_pretrained(tokenizer), tokenizer
-        except OSError as exc:
-            raise InvalidInputError(
-                f"tokenizer {tokenizer!r} is not available offline: {exc}"
-            ) from exc
-    return tokenizer, str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
 
 
 def _count(tokenizer: Any, text: str) -> int:
@@ -93,12 +53,22 @@ _ENTITY = re.compile(r"\b(?:[A-Z][\w'-]+|\d[\d,.]*)\b")
 class Compressor:
     """Keeps the sentences of the context that a small proxy's attention marks as useful.
 
+    The proxy's weights are loaded only for methods that run it (see :data:`METHODS`); ``lexical``
+    loads the proxy's tokenizer alone (tokens are still counted in it) and :attr:`proxy` loads the
+    weights on first access.
+
     Args:
         proxy: a loaded :class:`Proxy` or a name/path for :func:`load_proxy` (default SmolLM2-135M).
         method: one of :data:`METHODS` (default: the best measured, see :data:`DEFAULT_METHOD`).
-        models_dir: where probe weights live (default: the repository's ``models/``).
+        models_dir: where probe weights live (default: the packaged ``ragattn/models``).
         max_chunk_tokens: contexts longer than this many proxy tokens are read in sentence-aligned
             chunks (reported in ``warnings``).
+        dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``threads`` is
+            applied even when no proxy is loaded).
+
+    Raises:
+        InvalidInputError: an unknown method (the message lists the valid ones).
+        ModelLoadError: the proxy or the method's trained probe is missing.
     """
 
     def __init__(
@@ -111,26 +81,47 @@ class Compressor:
         dtype: str = "float32",
         threads: int | None = None,
     ) -> None:
-        if method not in METHODS:
-            raise InvalidInputError(
-                f"unknown compress method {method!r}; valid: {', '.join(METHODS)}"
-            )
-        self.proxy = (
-            proxy if isinstance(proxy, Proxy) else load_proxy(proxy, dtype=dtype, threads=threads)
-        )
+        self.spec = METHODS.spec(method)
         self.method = method
         self.max_chunk_tokens = max_chunk_tokens
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
-        self.probe: Probe | None = None
-        if method in PROBE_METHODS:
-            path = probe_path(self.models_dir, self.proxy, method)
-            if not path.is_file():
-                raise ModelLoadError(
-                    f"no trained probe for method {method!r} and proxy {self.proxy.name!r} "
-                    f"at {path}; "
-                    "train it with: ragattn probe train"
-                )
-            self.probe = Probe.load(path)
+        self._proxy = LazyProxy(proxy, dtype=dtype, threads=threads)
+        self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
+        if self.spec.needs_proxy:
+            self._proxy.get()
+        else:
+            self._proxy.apply_threads()
+        self.scorer = self.spec.factory(
+            ScorerInputs(
+                proxy=self._proxy.loaded, probe=self.probe, max_chunk_tokens=max_chunk_tokens
+            )
+        )
+
+    @property
+    def proxy(self) -> Proxy:
+        """The proxy model, loaded on first access for methods that do not run it."""
+        return self._proxy.get()
+
+    @property
+    def proxy_name(self) -> str:
+        """The proxy's name, known without loading it."""
+        return self._proxy.name
+
+    def _load_probe(self) -> Probe:
+        path = probe_path(self.models_dir, self._proxy.name, self.method)
+        if not path.is_file():
+            raise ModelLoadError(
+                f"no trained probe for method {self.method!r} and proxy {self._proxy.name!r} "
+                f"at {path}; train it with: ragattn probe train"
+            )
+        return Probe.load(path)
+
+    def _counting_tokenizer(self, tokenizer: Any) -> tuple[Any, str]:
+        """The tokenizer that counts a result's tokens and its name: ``tokenizer`` when given,
+        else the proxy's (its tokenizer alone when the weights are not loaded)."""
+        if tokenizer is None:
+            return self._proxy.tokenizer()
+        return resolve_tokenizer(tokenizer)
 
     # -- scoring ---------------------------------------------------------------------------
 
@@ -140,30 +131,7 @@ class Compressor:
         """Keep scores in [0, 1] for ``units`` and the number of proxy chunks read."""
         if not units:
             return np.zeros(0), 0
-        if self.method in PROBE_METHODS:
-            spec = PROBE_METHODS[self.method]
-            feats = sentence_features(
-                self.proxy,
-                query,
-                documents,
-                units,
-                attention=spec.attention,
-                lexical=spec.lexical,
-                dense=spec.dense,
-                rows=spec.rows,
-                max_chunk_tokens=self.max_chunk_tokens,
-            )
-            assert self.probe is not None
-            return self.probe.predict(feats.names, feats.matrix), feats.chunks
-        if self.method == "focal":
-            return focal_scores(
-                self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
-            )
-        block, _, chunks = attention_block(
-            self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
-        )
-        mean = block.mean(axis=1)
-        return 1.0 / (1.0 + np.exp(-mean)), chunks
+        return self.scorer.score(query, documents, units)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -233,8 +201,7 @@ class Compressor:
         compressed under the budget, in rank order; ``CompressedDocument.index`` and
         ``KeptSpan.doc_index`` refer to the input positions.
         """
-        if top_n is not None and (not isinstance(top_n, int) or top_n < 1):
-            raise InvalidInputError("top_n must be a positive integer")
+        top_n = check_top_n(top_n)
         budget = Budget.from_args(ratio, target_tokens, threshold)
         docs, units = self._prepare(query, documents)
         if not docs:
@@ -275,8 +242,7 @@ class Compressor:
     def _prepare(
         self, query: str, documents: str | Sequence[DocumentLike]
     ) -> tuple[list[Document], list[Unit]]:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInputError("query must be a non-empty string")
+        check_query(query)
         docs = [Document(text=documents)] if isinstance(documents, str) else as_documents(documents)
         units = [
             Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
@@ -297,7 +263,7 @@ class Compressor:
     ) -> CompressionResult:
         """Select units under ``budget`` and assemble the result; ``indices`` are input
         positions."""
-        tok, tok_name = _resolve_tokenizer(tokenizer, self.proxy)
+        tok, tok_name = self._counting_tokenizer(tokenizer)
         origin_tokens = _count(tok, DOC_JOINER.join(doc.text for doc in docs))
         warnings: list[str] = []
         if not units:
@@ -428,4 +394,4 @@ def _context_text(docs: Sequence[Document], units: Sequence[Unit], ordered: Sequ
     return DOC_JOINER.join(p for p in parts if p)
 
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "Compressor"]
+__all__ = ["DEFAULT_METHOD", "METHODS", "PROBE_METHODS", "Compressor", "probe_path"]

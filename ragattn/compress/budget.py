@@ -14,45 +14,27 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ragattn.errors import InvalidInputError
+from ragattn.validation import BudgetKind, one_budget
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Budget:
     """A validated budget; ``kind`` is ``ratio``, ``target_tokens`` or ``threshold``."""
 
-    kind: str
+    kind: BudgetKind
     value: float
 
     @classmethod
     def from_args(
         cls, ratio: float | None, target_tokens: int | None, threshold: float | None
     ) -> Budget:
-        given = [
-            (k, v)
-            for k, v in (
-                ("ratio", ratio),
-                ("target_tokens", target_tokens),
-                ("threshold", threshold),
-            )
-            if v is not None
-        ]
-        if len(given) != 1:
-            raise InvalidInputError("give exactly one budget: ratio, target_tokens or threshold")
-        kind, value = given[0]
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or math.isnan(float(value))
-        ):
-            raise InvalidInputError(f"{kind} must be a number")
-        if kind == "ratio" and not 0 < value <= 1:
-            raise InvalidInputError("ratio is the fraction of tokens kept and must be in (0, 1]")
-        if kind == "target_tokens" and (int(value) != value or value < 1):
-            raise InvalidInputError("target_tokens must be a positive integer")
-        if kind == "threshold" and not 0 <= value <= 1:
-            raise InvalidInputError("threshold must be in [0, 1]")
-        return cls(kind=kind, value=float(value))
+        """The one budget given, validated by :func:`ragattn.validation.one_budget`.
+
+        Raises:
+            InvalidInputError: none or several budgets, or a value out of range.
+        """
+        kind, value = one_budget(ratio, target_tokens, threshold)
+        return cls(kind=kind, value=value)
 
     def token_limit(self, origin_tokens: int) -> int | None:
         if self.kind == "ratio":

@@ -14,20 +14,22 @@ every chunk carries the question, so features stay comparable.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
 
 from ragattn.attention import HeadSet, engine_for
+from ragattn.errors import ConfigError
+from ragattn.lexical import bm25_scores, dense_scores, words
 from ragattn.prompt import assemble, sentinel_pieces
 from ragattn.proxy import Proxy
 from ragattn.types import Document
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 EPS = 1e-3
+Rows = Literal["last", "query", "both"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,17 @@ class Unit:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureSet:
+    """Which feature blocks a sentence probe reads: Sentinel attention (``rows`` says which
+    attention rows), the lexical block (BM25, position, length) and its MiniLM columns."""
+
+    attention: bool
+    lexical: bool
+    dense: bool
+    rows: Rows = "last"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SentenceFeatures:
     """A ``[len(units), len(names)]`` float64 matrix, one row per unit, columns named."""
 
@@ -49,7 +62,7 @@ class SentenceFeatures:
     chunks: int
 
 
-def _chunks(
+def plan_chunks(
     proxy: Proxy, documents: Sequence[Document], units: Sequence[Unit], budget: int
 ) -> list[list[int]]:
     """Group unit indices into chunks of whole sentences of at most ``budget`` tokens (in order)."""
@@ -91,7 +104,7 @@ def attention_block(
     documents: Sequence[Document],
     units: Sequence[Unit],
     *,
-    rows: str = "last",
+    rows: Rows = "last",
     max_chunk_tokens: int = 2048,
 ) -> tuple[np.ndarray, tuple[str, ...], int]:
     """Log-share attention features per unit: ``[n_units, L*H]`` (or twice that with
@@ -101,7 +114,7 @@ def attention_block(
     n_heads = len(heads)
     blocks = 2 if rows == "both" else 1
     out = np.zeros((len(units), n_heads * blocks), dtype=np.float64)
-    chunks = _chunks(proxy, documents, units, max_chunk_tokens)
+    chunks = plan_chunks(proxy, documents, units, max_chunk_tokens)
     for chunk in chunks:
         sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs), proxy.tokenizer)
@@ -135,31 +148,6 @@ def attention_block(
     return np.log(out + EPS), names, len(chunks)
 
 
-def _words(text: str) -> list[str]:
-    return [w.lower() for w in _TOKEN.findall(text)]
-
-
-def bm25_scores(query: str, sentences: Sequence[str]) -> np.ndarray:
-    """BM25 (Okapi, rank-bm25) of each sentence for the query, over the given sentences as corpus,
-    divided by the maximum (so in [0, 1]; all 0 when nothing matches)."""
-    from rank_bm25 import BM25Okapi
-
-    corpus = [_words(s) or ["_"] for s in sentences]
-    scores = np.asarray(BM25Okapi(corpus).get_scores(_words(query)), dtype=np.float64)
-    scores = np.clip(scores, 0.0, None)
-    top = scores.max() if len(scores) else 0.0
-    return scores / top if top > 0 else scores
-
-
-def dense_scores(query: str, sentences: Sequence[str]) -> np.ndarray:
-    """Cosine similarity (MiniLM, in [-1, 1]) of each sentence to the query."""
-    from ragattn.embed import shared_embedder
-
-    emb = shared_embedder()
-    vecs = emb.encode([query, *sentences])
-    return np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
-
-
 def lexical_block(
     query: str, documents: Sequence[Document], units: Sequence[Unit], *, dense: bool
 ) -> tuple[np.ndarray, tuple[str, ...]]:
@@ -180,7 +168,7 @@ def lexical_block(
         for rank, i in enumerate(members):
             position[i] = rank / max(1, len(members) - 1)
             first[i] = 1.0 if rank == 0 else 0.0
-    length = np.array([math.log(1 + len(_words(t))) for t in texts])
+    length = np.array([math.log(1 + len(words(t))) for t in texts])
     cols += [position, first, length]
     names += ["position", "first", "log_words"]
     return np.stack(cols, axis=1), tuple(names)
@@ -195,14 +183,16 @@ def sentence_features(
     attention: bool = True,
     lexical: bool = True,
     dense: bool = True,
-    rows: str = "last",
+    rows: Rows = "last",
     max_chunk_tokens: int = 2048,
 ) -> SentenceFeatures:
     """All requested feature blocks for ``units``, concatenated in a fixed order."""
-    blocks, names, chunks = [], [], 0
+    blocks: list[np.ndarray] = []
+    names: list[str] = []
+    chunks = 0
     if attention:
         if proxy is None:
-            raise ValueError("attention features need a proxy")
+            raise ConfigError("attention features need a loaded proxy")
         block, block_names, chunks = attention_block(
             proxy, query, documents, units, rows=rows, max_chunk_tokens=max_chunk_tokens
         )

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragattn.attention import HeadSet, engine_for
-from ragattn.compress.features import Unit, _chunks, chunk_context
+from ragattn.compress.features import Unit, chunk_context, plan_chunks
 from ragattn.prompt import assemble, sentinel_pieces
 from ragattn.proxy import Proxy
 from ragattn.types import Document
@@ -66,7 +66,7 @@ def focal_scores(
     heads = HeadSet.all(proxy.num_layers, proxy.num_heads)
     scores = np.zeros(len(units), dtype=np.float64)
     prefix = answer_prefix(query)
-    chunks = _chunks(proxy, documents, units, max_chunk_tokens)
+    chunks = plan_chunks(proxy, documents, units, max_chunk_tokens)
     for chunk in chunks:
         sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs, answer_prefix=prefix), proxy.tokenizer)

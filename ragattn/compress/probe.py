@@ -1,9 +1,9 @@
 """A Sentinel-style logistic probe over sentence features, stored as plain arrays (``.npz``).
 
 ``p(keep) = sigmoid(w · (x − mean) / scale + b)``: a standardised logistic regression, trained by
-``ragattn probe train`` (scikit-learn) and loaded without scikit-learn at inference. The file holds
-the feature names and the feature configuration, so a probe can only be applied to the features it
-was trained on.
+``ragattn probe train`` (scikit-learn, in :mod:`ragattn.lab.probe_training`) and loaded here
+without scikit-learn. The file holds the feature names and the feature configuration, so a probe
+can only be applied to the features it was trained on.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragattn.errors import ConfigError
-from ragattn.rerank.base import sigmoid
+from ragattn.lexical import sigmoid
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,29 +67,3 @@ class Probe:
                 intercept=float(data["intercept"][0]),
                 config=json.loads(str(data["config"])),
             )
-
-
-def fit_probe(
-    names: tuple[str, ...],
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    c: float = 0.1,
-    config: Mapping[str, Any] | None = None,
-) -> Probe:
-    """Fit a standardised, L2-regularised, class-balanced logistic regression."""
-    from sklearn.linear_model import LogisticRegression
-
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
-    model.fit((x - mean) / scale, y)
-    return Probe(
-        names=names,
-        mean=mean,
-        scale=scale,
-        coef=model.coef_[0].astype(np.float64),
-        intercept=float(model.intercept_[0]),
-        config=dict(config or {}),
-    )

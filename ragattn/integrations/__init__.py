@@ -12,6 +12,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Sequence
+from functools import cache
 from typing import Any, TypeVar
 
 from ragattn.client import AsyncClient, Client
@@ -43,8 +44,16 @@ class Engine:
     Result warnings (truncations, window splits) are logged here, since framework documents have
     no place for them.
 
+    - ``None``: the in-process default (:func:`default_reranker` / :func:`default_compressor`),
+      created on the first call and shared by every adapter of the process, as LangChain users
+      expect of ``CohereRerank()`` or ``FlashrankRerank()``.
+
+    Twins are built from the config only: a custom httpx ``transport`` is not carried over.
+    Result warnings (truncations, window splits) are logged here, since framework documents have
+    no place for them.
+
     Args:
-        engine: the engine.
+        engine: the engine, or None for the in-process default.
         role: ``"reranker"`` or ``"compressor"``, for the error message of a wrong engine.
 
     Raises:
@@ -53,14 +62,27 @@ class Engine:
 
     def __init__(self, engine: Any, *, role: str) -> None:
         method = {"reranker": "rerank", "compressor": "compress"}[role]
-        if not callable(getattr(engine, method, None)):
+        if engine is not None and not callable(getattr(engine, method, None)):
             raise InvalidInputError(
                 f"{role} must be a ragattn {'Reranker' if method == 'rerank' else 'Compressor'}, "
-                f"Client or AsyncClient (anything with .{method}()), got {type(engine).__name__}"
+                f"Client or AsyncClient (anything with .{method}()), or None for the in-process "
+                f"default, got {type(engine).__name__}"
             )
-        self.engine = engine
+        self._given = engine
+        self._role = role
         self._sync_twin: Client | None = None
         self._lock = threading.Lock()
+
+    @property
+    def engine(self) -> Any:
+        """The engine given, or the shared in-process default (loaded on first access)."""
+        if self._given is not None:
+            return self._given
+        return default_reranker() if self._role == "reranker" else default_compressor()
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        # In a worker thread: the in-process default loads there, never on the event loop.
+        return getattr(self.engine, method)(*args, **kwargs)
 
     def _sync(self) -> Any:
         if not isinstance(self.engine, AsyncClient):
@@ -83,7 +105,7 @@ class Engine:
         if isinstance(self.engine, Client):
             async with AsyncClient.from_config(self.engine.config) as client:
                 return _logged(await client.rerank(query, documents, top_n=top_n))
-        return _logged(await asyncio.to_thread(self.engine.rerank, query, documents, top_n=top_n))
+        return _logged(await asyncio.to_thread(self._call, "rerank", query, documents, top_n=top_n))
 
     def compress(
         self, query: str, documents: Sequence[Document], budget: dict[str, Any]
@@ -98,10 +120,28 @@ class Engine:
         if isinstance(self.engine, Client):
             async with AsyncClient.from_config(self.engine.config) as client:
                 return _logged(await client.compress(query, documents, **budget))
-        return _logged(await asyncio.to_thread(self.engine.compress, query, documents, **budget))
+        return _logged(await asyncio.to_thread(self._call, "compress", query, documents, **budget))
 
 
 _R = TypeVar("_R", RerankResults, CompressionResult)
+
+
+@cache
+def default_reranker() -> Any:
+    """The process-wide in-process :class:`~ragattn.Reranker` with the packaged proxy and the
+    default method, built on first use."""
+    from ragattn.rerank import Reranker
+
+    return Reranker()
+
+
+@cache
+def default_compressor() -> Any:
+    """The process-wide in-process :class:`~ragattn.compress.Compressor` with the packaged proxy and
+    the default method, built on first use."""
+    from ragattn.compress import Compressor
+
+    return Compressor()
 
 
 def _logged(result: _R) -> _R:
@@ -110,22 +150,30 @@ def _logged(result: _R) -> _R:
     return result
 
 
+DEFAULT_ADAPTER_RATIO = 0.5
+"""The budget of a compression adapter given none: keep half of the tokens (LLMLingua's default
+``rate``)."""
+
+
 def one_budget(
     ratio: float | None, target_tokens: int | None, threshold: float | None
 ) -> dict[str, float | int]:
-    """The one budget an adapter was given, as keyword arguments of ``compress``.
+    """The one budget an adapter was given, as keyword arguments of ``compress``; with none,
+    ``ratio=DEFAULT_ADAPTER_RATIO``.
 
     Raises:
-        InvalidInputError: none or more than one of them is set.
+        InvalidInputError: more than one of them is set.
     """
     given = {
         k: v
         for k, v in {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}.items()
         if v is not None
     }
+    if not given:
+        return {"ratio": DEFAULT_ADAPTER_RATIO}
     if len(given) != 1:
         raise InvalidInputError(
-            "set exactly one budget: ratio (fraction of tokens kept), target_tokens or threshold"
+            "set at most one budget: ratio (fraction of tokens kept), target_tokens or threshold"
         )
     return given
 
@@ -145,9 +193,12 @@ def kept_spans_metadata(result: CompressionResult, index: int) -> list[dict[str,
 
 
 __all__ = [
+    "DEFAULT_ADAPTER_RATIO",
     "KEPT_SPANS_KEY",
     "RAW_SCORE_KEY",
     "Engine",
+    "default_compressor",
+    "default_reranker",
     "check_top_n",
     "kept_spans_metadata",
     "one_budget",

@@ -60,7 +60,8 @@ class RagattnRerank(BaseDocumentCompressor):
     """Rerank documents with a ragattn engine; best first, ``top_n`` kept.
 
     Args:
-        reranker: a ``Reranker`` (in process), ``Client`` or ``AsyncClient`` (the service).
+        reranker: a ``Reranker`` (in process), ``Client`` or ``AsyncClient`` (the service);
+            default None: the shared in-process ``Reranker()``, loaded on the first call.
         top_n: documents to keep (default 3, LangChain's usual); None keeps all.
 
     Raises:
@@ -69,7 +70,7 @@ class RagattnRerank(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    reranker: Any
+    reranker: Any = None
     top_n: int | None = 3
     _engine: Engine = PrivateAttr()
 
@@ -117,20 +118,21 @@ class RagattnCompressor(BaseDocumentCompressor):
     The budget covers all documents of a call together (they are compressed as one context).
 
     Args:
-        compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service).
-        ratio: fraction of tokens to keep, in (0, 1]; or
+        compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
+            default None: the shared in-process ``Compressor()``, loaded on the first call.
+        ratio: fraction of tokens to keep, in (0, 1] (default 0.5 when no budget is set); or
         target_tokens: keep at most this many tokens (the engine's tokenizer); or
         threshold: keep sentences whose keep score is at least this, in [0, 1].
         drop_empty: leave out documents with no kept sentence (default); False keeps them with
             empty ``page_content``. Order is always the input order.
 
     Raises:
-        InvalidInputError: not exactly one budget, or a wrong engine.
+        InvalidInputError: more than one budget, or a wrong engine.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    compressor: Any
+    compressor: Any = None
     ratio: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
@@ -181,6 +183,7 @@ class RagattnRetriever(BaseRetriever):
         base_retriever: the first stage.
         rerank: a :class:`RagattnRerank`, or None.
         compress: a :class:`RagattnCompressor` (applied to the reranked documents), or None.
+            With neither, the retriever reranks with the in-process default ``RagattnRerank()``.
 
     Build one from engines with :meth:`from_engines`.
     """
@@ -192,9 +195,9 @@ class RagattnRetriever(BaseRetriever):
     compress: RagattnCompressor | None = None
 
     def __init__(self, **data: Any) -> None:
+        if data.get("rerank") is None and data.get("compress") is None:
+            data["rerank"] = RagattnRerank()
         super().__init__(**data)
-        if self.rerank is None and self.compress is None:
-            raise InvalidInputError("RagattnRetriever needs rerank, compress or both")
 
     @classmethod
     def from_engines(
@@ -209,7 +212,10 @@ class RagattnRetriever(BaseRetriever):
         threshold: float | None = None,
     ) -> RagattnRetriever:
         """Rerank with ``reranker`` and/or compress with ``compressor`` (in-process engines or
-        one ``Client`` for both); ``top_n`` and the budget as in the adapters."""
+        one ``Client`` for both); ``top_n`` and the budget as in the adapters. With neither engine,
+        rerank with the in-process default."""
+        if reranker is None and compressor is None:
+            return cls(base_retriever=base_retriever, rerank=RagattnRerank(top_n=top_n))
         return cls(
             base_retriever=base_retriever,
             rerank=None if reranker is None else RagattnRerank(reranker=reranker, top_n=top_n),

@@ -61,14 +61,15 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
     """Rerank nodes with a ragattn engine; best first, ``top_n`` kept.
 
     Args:
-        reranker: a ``Reranker`` (in process), ``Client`` or ``AsyncClient`` (the service).
+        reranker: a ``Reranker`` (in process), ``Client`` or ``AsyncClient`` (the service);
+            default None: the shared in-process ``Reranker()``, loaded on the first call.
         top_n: nodes to keep (default 3); None keeps all.
 
     Raises:
         InvalidInputError: a wrong engine or ``top_n``; at call time, no query.
     """
 
-    reranker: Any
+    reranker: Any = None
     top_n: int | None = 3
     _engine: Engine = PrivateAttr()
 
@@ -84,7 +85,7 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
     def _payload(self, nodes: list[NodeWithScore], query: str) -> dict[Any, Any]:
         return {
             EventPayload.NODES: nodes,
-            EventPayload.MODEL_NAME: type(self.reranker).__name__,
+            EventPayload.MODEL_NAME: type(self._engine.engine).__name__,
             EventPayload.QUERY_STR: query,
             EventPayload.TOP_K: self.top_n,
         }
@@ -128,19 +129,20 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
     The budget covers all nodes of a call together (they are compressed as one context).
 
     Args:
-        compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service).
-        ratio: fraction of tokens to keep, in (0, 1]; or
+        compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
+            default None: the shared in-process ``Compressor()``, loaded on the first call.
+        ratio: fraction of tokens to keep, in (0, 1] (default 0.5 when no budget is set); or
         target_tokens: keep at most this many tokens (the engine's tokenizer); or
         threshold: keep sentences whose keep score is at least this, in [0, 1].
         drop_empty: leave out nodes with no kept sentence (default); False keeps them with empty
             text. Order is always the input order.
 
     Raises:
-        InvalidInputError: not exactly one budget, a wrong engine; at call time, no query or a
+        InvalidInputError: more than one budget, a wrong engine; at call time, no query or a
             node that is not a ``TextNode``.
     """
 
-    compressor: Any
+    compressor: Any = None
     ratio: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None

@@ -33,8 +33,3 @@ class Scorer(Protocol):
     def score(
         self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]
     ) -> DocScores: ...
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    """Numerically stable logistic map, used by methods whose raw score is a log-odds."""
-    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))))

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragattn.rerank.base import DocScores
-from ragattn.rerank.training import dense_local
+from ragattn.rerank.features import dense_local
 from ragattn.types import Document
 
 

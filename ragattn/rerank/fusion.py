@@ -1,68 +1,40 @@
-"""Learned rerank profiles: QRHead head sets and the fused (attention + BM25 + MiniLM + rank)
-scorer.
+"""The fused scorer: a learned logistic fusion of QRHead attention (optional), candidate-local
+BM25, MiniLM and the first-stage rank prior.
 
-A profile (``models/<proxy>/rerank-profile.json``, written by ``ragattn heads select``) holds the
-selected heads and two logistic fusions: with the attention feature and without it (the ablation
-"attention switched off"). Features are z-scored within the query's candidate list, so the weights
-transfer across lists of different sizes. ``raw_score`` is the fusion's log-odds of relevance;
-``relevance_score = sigmoid(raw_score)``.
+The weights come from the proxy's rerank profile (:mod:`ragattn.rerank.profiles`): one fusion with
+the attention feature and one without it (the ablation "attention switched off", which needs no
+proxy forward at all). Features are z-scored within the query's candidate list
+(:func:`~ragattn.rerank.features.fusion_features`). ``raw_score`` is the fusion's log-odds of
+relevance; ``relevance_score = sigmoid(raw_score)``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
-
-from ragattn.attention import HeadSet
-from ragattn.errors import ModelLoadError
+from ragattn.errors import ConfigError
+from ragattn.lexical import sigmoid
 from ragattn.proxy import Proxy
-from ragattn.rerank.base import DocScores, sigmoid
-from ragattn.rerank.icr import AttentionMemo, WindowedAttention
-from ragattn.rerank.training import (
+from ragattn.rerank.base import DocScores
+from ragattn.rerank.features import (
     bm25_local,
     dense_local,
     fusion_features,
     head_masses,
     rank_prior,
 )
+from ragattn.rerank.icr import AttentionMemo, WindowedAttention
+from ragattn.rerank.profiles import RerankProfile
 from ragattn.types import Document
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RerankProfile:
-    heads: HeadSet
-    coef: dict[str, np.ndarray]
-    intercept: dict[str, float]
-
-    @classmethod
-    def load(cls, path: Path) -> RerankProfile:
-        if not path.is_file():
-            raise ModelLoadError(
-                f"no rerank profile at {path}; create it with: ragattn heads select"
-            )
-        data = json.loads(path.read_text())
-        return cls(
-            heads=HeadSet(tuple((int(layer), int(h)) for layer, h in data["heads"])),
-            coef={k: np.asarray(v["coef"], dtype=np.float64) for k, v in data["fusion"].items()},
-            intercept={k: float(v["intercept"]) for k, v in data["fusion"].items()},
-        )
-
-
-def profile_path(models_dir: Path, slug: str) -> Path:
-    return models_dir / slug / "rerank-profile.json"
-
-
 class FusedScorer:
-    """Logistic fusion of QRHead attention (optional), candidate-local BM25, MiniLM and rank
-    prior."""
+    """Logistic fusion of QRHead attention (when ``attention``), candidate-local BM25, MiniLM and
+    rank prior. ``proxy`` may be None only when ``attention`` is off."""
 
     def __init__(
         self,
-        proxy: Proxy,
+        proxy: Proxy | None,
         profile: RerankProfile,
         *,
         attention: bool = True,
@@ -73,7 +45,11 @@ class FusedScorer:
         self.attention = attention
         self.key = "attention" if attention else "lexical"
         self.profile = profile
-        self.windows = WindowedAttention(proxy, profile.heads, memo=memo) if attention else None
+        self.windows: WindowedAttention | None = None
+        if attention:
+            if proxy is None:
+                raise ConfigError(f"rerank method {name!r} reads attention and needs a proxy")
+            self.windows = WindowedAttention(proxy, profile.heads, memo=memo)
 
     def score(
         self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]

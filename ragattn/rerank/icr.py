@@ -31,6 +31,7 @@ import torch
 
 from ragattn.attention import Capture, HeadSet, engine_for
 from ragattn.errors import InvalidInputError
+from ragattn.lexical import sigmoid
 from ragattn.prompt import (
     CALIBRATION_QUERY,
     BuiltPrompt,
@@ -41,7 +42,7 @@ from ragattn.prompt import (
     with_query,
 )
 from ragattn.proxy import Proxy
-from ragattn.rerank.base import DocScores, sigmoid
+from ragattn.rerank.base import DocScores
 from ragattn.types import Document
 
 
@@ -66,10 +67,8 @@ def _heads_for(proxy: Proxy, heads: HeadSet | str) -> HeadSet:
         return HeadSet.from_layers(layers, proxy.num_heads)
     if heads == "middle":
         lo, hi = int(0.35 * proxy.num_layers), int(0.65 * proxy.num_layers)
-        layers = [layer for layer in proxy.full_attention_layers() if lo <= layer <= hi] or list(
-            proxy.full_attention_layers()
-        )
-        return HeadSet.from_layers(layers, proxy.num_heads)
+        middle = [layer for layer in proxy.full_attention_layers() if lo <= layer <= hi]
+        return HeadSet.from_layers(middle or proxy.full_attention_layers(), proxy.num_heads)
     raise InvalidInputError(f"unknown head set {heads!r}; use 'all', 'middle' or a HeadSet")
 
 

@@ -116,7 +116,7 @@ class BM25Retriever:
         k1: term-frequency saturation.
         b: document-length normalisation in [0, 1].
         analyzer: tokenisation shared by index and queries.
-        show_progress: show tqdm bars while tokenising and indexing.
+        show_progress: show bm25s's progress bar while indexing.
 
     Raises:
         InvalidInputError: unknown backend, no documents, or invalid ``k1`` / ``b``.
@@ -158,15 +158,9 @@ class BM25Retriever:
         self.analyzer = analyzer or Analyzer()
 
     def _build(self, show_progress: bool) -> Any:
-        from tqdm.auto import tqdm
-
-        texts = (indexable_text(d) for d in self.documents)
-        tokens = [
-            self.analyzer.tokenize(t)
-            for t in tqdm(
-                texts, total=len(self.documents), desc="bm25 tokenize", disable=not show_progress
-            )
-        ]
+        # No bar of our own while tokenising (tqdm is a lab dependency); bm25s shows its own while
+        # indexing, and the dense encoder its own.
+        tokens = [self.analyzer.tokenize(indexable_text(d)) for d in self.documents]
         if self.backend == "rank_bm25":
             rank_bm25 = require("rank_bm25", extra="retrieve")
             # rank_bm25 divides by the mean length; an all-stopword corpus must not crash it.

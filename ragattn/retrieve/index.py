@@ -34,8 +34,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from ragattn import __version__
 from ragattn._optional import require
+from ragattn._version import __version__
 from ragattn.embed import Embedder, shared_embedder
 from ragattn.errors import InvalidInputError
 from ragattn.retrieve.bm25 import DEFAULT_BACKEND, Backend, BM25Retriever

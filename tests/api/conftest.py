@@ -1,4 +1,5 @@
-"""API fixtures: one real reranker (and compressor, when the library has one) per test session.
+"""API fixtures: one real reranker with the default method per test session (the compressor is
+the session's focal one from tests/conftest.py).
 
 Apps are built per test with their own settings but share the loaded engine, so each test runs
 the real lifespan (cache, worker, fingerprint) without reloading the proxy.
@@ -6,8 +7,6 @@ the real lifespan (cache, worker, fingerprint) without reloading the proxy.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -20,11 +19,6 @@ from api import create_app
 from ragattn.settings import Settings
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @pytest.fixture(scope="session")
 def reranker(proxy: Any) -> Any:
     from ragattn import Reranker
@@ -32,18 +26,8 @@ def reranker(proxy: Any) -> Any:
     return Reranker(proxy)
 
 
-@pytest.fixture(scope="session")
-def compressor(proxy: Any) -> Any | None:
-    if importlib.util.find_spec("ragattn.compress") is None:
-        return None
-    from ragattn.compress import Compressor
-
-    # An untrained method: available whether or not probe weights have been trained yet.
-    return Compressor(proxy, method="focal")
-
-
 @pytest.fixture
-def make_app(reranker: Any, compressor: Any | None) -> Callable[..., Litestar]:
+def make_app(reranker: Any, compressor: Any) -> Callable[..., Litestar]:
     def build(**overrides: Any) -> Litestar:
         rr = overrides.pop("reranker", reranker)
         return create_app(Settings(**overrides), reranker=rr, compressor=compressor)
@@ -55,17 +39,6 @@ def make_app(reranker: Any, compressor: Any | None) -> Callable[..., Litestar]:
 async def client(make_app: Callable[..., Litestar]) -> AsyncIterator[AsyncTestClient[Litestar]]:
     async with AsyncTestClient(app=make_app()) as c:
         yield c
-
-
-@pytest.fixture
-def redis_url() -> str:
-    """``RAGATTN_TEST_REDIS_URL``; skips locally without it, fails in CI (``CI=true``)."""
-    url = os.environ.get("RAGATTN_TEST_REDIS_URL")
-    if url:
-        return url
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail("RAGATTN_TEST_REDIS_URL is not set; CI must run a real redis-server")
-    pytest.skip("RAGATTN_TEST_REDIS_URL is not set (start redis-server and export it)")
 
 
 class GatedReranker:

@@ -70,7 +70,7 @@ async def small(make_app: Callable[..., Litestar]) -> Any:
             {"query": "q", "documents": ["a"], "top_n": 1, "top_k": 2},
             400,
             "invalid_request",
-            "disagree",
+            "not both",
         ),
         (
             {"query": "q", "documents": ["a"], "rank_fields": ["title"]},

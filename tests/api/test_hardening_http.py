@@ -176,11 +176,19 @@ async def test_every_error_is_one_shape_declared_in_openapi(
                 413,
                 "input_too_large",
             ),
+            (
+                "POST",
+                "/v2/rerank",
+                {"content": b'{"query": "q"}', "headers": {"content-type": "text/plain"}},
+                415,
+                "unsupported_media_type",
+            ),
             ("GET", "/v9/nothing", {}, 404, "not_found"),
             ("GET", "/v2/rerank", {}, 405, "method_not_allowed"),
         ]
         for method, path, kwargs, status, error_type in cases:
-            resp = await c.request(method, path, headers=AUTH, **kwargs)
+            headers = {**AUTH, "content-type": "application/json", **kwargs.pop("headers", {})}
+            resp = await c.request(method, path, headers=headers, **kwargs)
             _assert_error_shape(resp, schema, status, error_type)
             operation = spec["paths"].get(path, {}).get(method.lower())
             if operation is not None:
@@ -316,7 +324,11 @@ async def test_a_one_megabyte_document_is_refused_not_crashed(
     keyed_small: AsyncTestClient[Litestar], route: str
 ) -> None:
     doc = ("Paris is the capital of France. " * 40_000)[:1_000_000]
-    resp = await keyed_small.post(route, content=_body(route, '"capital?"', json.dumps([doc])))
+    resp = await keyed_small.post(
+        route,
+        content=_body(route, '"capital?"', json.dumps([doc])),
+        headers={"content-type": "application/json"},
+    )
     assert resp.status_code == 413
     assert resp.json()["error_type"] == "input_too_large"
     assert "RAGATTN_MAX_TOKENS_PER_DOC" in resp.json()["message"]

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -33,50 +33,16 @@ DOCS = [
 ] * 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def redis_port() -> object:
-    if shutil.which("redis-server") is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("redis-server is not installed; CI must install it")
-        pytest.skip("redis-server is not installed")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--daemonize",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    yield port
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
 async def test_ready_only_after_the_model_computes_and_sigterm_drains(
-    redis_port: int, tmp_path: Path
+    redis_server: Callable[[], Any], free_port: Callable[[], int], tmp_path: Path
 ) -> None:
-    port = _free_port()
+    redis = redis_server()  # empty: no entry left by an earlier run answers the slow requests
+    port = free_port()
     env = {
         **os.environ,
         "RAGATTN_PORT": str(port),
         "RAGATTN_CACHE_BACKEND": "redis",
-        "RAGATTN_REDIS_URL": f"redis://127.0.0.1:{redis_port}/0",
+        "RAGATTN_REDIS_URL": redis.url,
         "RAGATTN_SHUTDOWN_GRACE_S": "60",
         "RAGATTN_THREADS": "1",
         "RAGATTN_LOG_LEVEL": "INFO",

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from litestar import Litestar
@@ -47,51 +45,17 @@ async def test_redis_hit_equals_fresh_across_app_instances(
         assert (await c.get("/ready")).json()["cache"] == "redis"
 
 
-@pytest.fixture
-def private_redis(redis_url: str, tmp_path: Path) -> Iterator[tuple[str, int]]:
-    """A throwaway redis-server this test may stop (never the shared one)."""
-    port = 6900 + os.getpid() % 500
-    proc = subprocess.Popen(
-        [
-            "redis-server",
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        out = subprocess.run(
-            ["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True
-        ).stdout
-        if out.strip() == "PONG":
-            break
-        time.sleep(0.05)
-    try:
-        yield f"redis://127.0.0.1:{port}/0", port
-    finally:
-        proc.terminate()
-        proc.wait(timeout=5)
-
-
 async def test_redis_stopped_mid_test_requests_still_succeed(
-    make_app: Callable[..., Litestar], private_redis: tuple[str, int]
+    make_app: Callable[..., Litestar], redis_server: Callable[[], Any]
 ) -> None:
-    url, port = private_redis
+    server = redis_server()  # private: this test stops it, never the shared one
     body = _body()
     async with AsyncTestClient(
-        app=make_app(cache_backend="redis", redis_url=url, redis_timeout_s=0.2)
+        app=make_app(cache_backend="redis", redis_url=server.url, redis_timeout_s=0.2)
     ) as c:
         first = await c.post("/v2/rerank", json=body)
         assert (await c.post("/v2/rerank", json=body)).headers["x-ragattn-cache"] == "hit"
-        subprocess.run(["redis-cli", "-p", str(port), "shutdown", "nosave"], capture_output=True)
+        server.cli("shutdown", "nosave")
         time.sleep(0.1)
         after = await c.post("/v2/rerank", json=body)
         again = await c.post("/v2/rerank", json={**body, "documents": DOCS[::-1]})

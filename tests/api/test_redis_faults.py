@@ -1,20 +1,16 @@
 """The service with a Redis cache under Redis faults: stopped, paused, full, restarted under load.
 
-Each test starts its own ``redis-server`` on a free loopback port as a subprocess it may stop,
-pause or restart; the shared test Redis is never touched. Pass criteria: no failed request, every
-body equal to the no-cache body, cache errors counted in the metrics, ``/ready`` 200 with
-``degraded`` while Redis is unusable, and cache hits again once Redis is back.
+Each test starts its own ``redis-server`` (the ``redis_server`` factory in tests/conftest.py) on a
+free loopback port, which it may stop, pause or restart; the shared test Redis is never touched.
+Pass criteria: no failed request, every body equal to the no-cache body, cache errors counted in
+the metrics, ``/ready`` 200 with ``degraded`` while Redis is unusable, and cache hits again once
+Redis is back.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -35,72 +31,10 @@ QUERIES = [f"capital question {i}?" for i in range(6)]
 COOLDOWN_S = 0.3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class RedisProcess:
-    """A private redis-server this test may stop, pause, fill and restart on the same port."""
-
-    def __init__(self) -> None:
-        self.port = _free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def cli(self, *args: str) -> str:
-        out = subprocess.run(
-            ["redis-cli", "-p", str(self.port), *args], capture_output=True, text=True, timeout=10
-        )
-        return out.stdout.strip()
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--daemonize",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while self.cli("ping") != "PONG":
-            if time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-        self.proc = None
-
-
 @pytest.fixture
-def redis_proc() -> Iterator[RedisProcess]:
-    if shutil.which("redis-server") is None or shutil.which("redis-cli") is None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail("redis-server is not installed; CI must install it")
-        pytest.skip("redis-server/redis-cli are not installed (apt-get install redis-server)")
-    server = RedisProcess()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def redis_proc(redis_server: Callable[[], Any]) -> Any:
+    """A private redis-server (tests/conftest.py) this test may stop, pause, fill and restart."""
+    return redis_server()
 
 
 def _strip(body: dict[str, Any]) -> dict[str, Any]:
@@ -159,7 +93,7 @@ async def _recovered(c: Any, baseline: dict[str, Any]) -> None:
 
 @pytest.mark.slow
 async def test_stopped_and_restarted_redis(
-    make_app: Callable[..., Litestar], redis_proc: RedisProcess, baseline: dict[str, Any]
+    make_app: Callable[..., Litestar], redis_proc: Any, baseline: dict[str, Any]
 ) -> None:
     async with AsyncTestClient(app=_redis_app(make_app, redis_proc.url)) as c:
         assert await _serve_all(c, baseline) == ["miss"] * len(QUERIES)
@@ -175,7 +109,7 @@ async def test_stopped_and_restarted_redis(
 
 @pytest.mark.slow
 async def test_paused_redis_times_out_into_misses(
-    make_app: Callable[..., Litestar], redis_proc: RedisProcess, baseline: dict[str, Any]
+    make_app: Callable[..., Litestar], redis_proc: Any, baseline: dict[str, Any]
 ) -> None:
     async with AsyncTestClient(app=_redis_app(make_app, redis_proc.url)) as c:
         await _serve_all(c, baseline)
@@ -190,7 +124,7 @@ async def test_paused_redis_times_out_into_misses(
 
 @pytest.mark.slow
 async def test_full_noeviction_redis_is_a_counted_error(
-    make_app: Callable[..., Litestar], redis_proc: RedisProcess, baseline: dict[str, Any]
+    make_app: Callable[..., Litestar], redis_proc: Any, baseline: dict[str, Any]
 ) -> None:
     redis_proc.cli("config", "set", "maxmemory-policy", "noeviction")
     redis_proc.cli("config", "set", "maxmemory", "1")
@@ -206,7 +140,7 @@ async def test_full_noeviction_redis_is_a_counted_error(
 @pytest.mark.slow
 async def test_restart_under_load_fails_no_request(
     make_app: Callable[..., Litestar],
-    redis_proc: RedisProcess,
+    redis_proc: Any,
     baseline: dict[str, Any],
     live_server: Any,
 ) -> None:

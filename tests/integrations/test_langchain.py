@@ -137,16 +137,37 @@ def test_retriever_reranks_then_compresses(
 
 
 def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> None:
-    with pytest.raises(InvalidInputError, match=re.escape("set exactly one budget")):
+    with pytest.raises(InvalidInputError, match=re.escape("set at most one budget")):
         RagattnCompressor(compressor=compressor, ratio=0.5, threshold=0.2)
-    with pytest.raises(InvalidInputError, match=re.escape("set exactly one budget")):
-        RagattnCompressor(compressor=compressor)
     with pytest.raises(InvalidInputError, match=re.escape("reranker must be a ragattn Reranker")):
         RagattnRerank(reranker=compressor)
     with pytest.raises(InvalidInputError, match=re.escape("top_n must be a positive integer")):
         RagattnRerank(reranker=reranker, top_n=0)
-    with pytest.raises(InvalidInputError, match=re.escape("needs rerank, compress or both")):
-        RagattnRetriever(base_retriever=ListRetriever(documents=[]))
+
+
+def test_adapters_work_with_no_engine_argument(corpus: Any) -> None:
+    """As ``CohereRerank()`` does, the adapters run with their defaults: the shared in-process
+    ``Reranker()`` / ``Compressor()``, built on the first call, and a 0.5 ratio budget."""
+    from ragattn import Compressor, Reranker
+    from ragattn.integrations import default_compressor, default_reranker
+
+    inputs = lc_docs(corpus)
+    want = Reranker().rerank(corpus.query, list(corpus.texts), top_n=3)
+    out = RagattnRerank().compress_documents(inputs, corpus.query)
+    assert [d.id for d in out] == [corpus.ids[r.index] for r in want]
+    assert [d.metadata["relevance_score"] for d in out] == [r.relevance_score for r in want]
+    assert isinstance(default_reranker(), Reranker)
+    assert default_reranker() is default_reranker()  # one shared engine per process
+
+    compressed = RagattnCompressor().compress_documents(inputs, corpus.query)
+    expect = Compressor().compress(corpus.query, list(corpus.texts), ratio=0.5)
+    assert [d.page_content for d in compressed] == [d.text for d in expect.documents if d.text]
+    assert isinstance(default_compressor(), Compressor)
+
+    retriever = RagattnRetriever(base_retriever=ListRetriever(documents=inputs))
+    assert [d.id for d in retriever.invoke(corpus.query)] == [d.id for d in out]
+    built = RagattnRetriever.from_engines(ListRetriever(documents=inputs))
+    assert [d.id for d in built.invoke(corpus.query)] == [d.id for d in out]
 
 
 def test_an_async_client_engine_serves_both_paths(

@@ -104,7 +104,25 @@ def test_postprocessors_refuse_bad_input(reranker: Any, compressor: Any, corpus:
     with pytest.raises(InvalidInputError, match=re.escape("a query is required")):
         post.postprocess_nodes(nodes(corpus))
     assert post.postprocess_nodes([], query_str=corpus.query) == []
-    with pytest.raises(InvalidInputError, match=re.escape("set exactly one budget")):
+    with pytest.raises(InvalidInputError, match=re.escape("set at most one budget")):
         RagattnCompressPostprocessor(compressor=compressor, ratio=0.3, target_tokens=10)
     with pytest.raises(InvalidInputError, match=re.escape("compressor must be a ragattn")):
         RagattnCompressPostprocessor(compressor=reranker, ratio=0.3)
+
+
+def test_postprocessors_work_with_no_engine_argument(corpus: Any) -> None:
+    """No engine: the shared in-process ``Reranker()`` / ``Compressor()`` (and ratio 0.5)."""
+    from ragattn import Compressor, Reranker
+
+    inputs = nodes(corpus)
+    out = RagattnRerankPostprocessor(top_n=2).postprocess_nodes(inputs, query_str=corpus.query)
+    want = Reranker().rerank(corpus.query, list(corpus.texts), top_n=2)
+    assert [n.node.node_id for n in out] == [corpus.ids[r.index] for r in want]
+    assert [n.score for n in out] == [r.relevance_score for r in want]
+    kept = RagattnCompressPostprocessor(drop_empty=False).postprocess_nodes(
+        inputs, query_str=corpus.query
+    )
+    expect = Compressor().compress(corpus.query, list(corpus.texts), ratio=0.5)
+    assert [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in kept] == [
+        d.text for d in expect.documents
+    ]

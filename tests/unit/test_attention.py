@@ -15,19 +15,24 @@ TEXT = (
 )
 
 
-def eager_rows(proxy, ids, rows):
-    """All layers' attention rows from transformers' eager path: [layers*heads, rows, n]."""
-    model = proxy.model
-    model.set_attn_implementation("eager")
-    try:
-        with torch.inference_mode():
-            out = model(input_ids=torch.tensor([list(ids)]), output_attentions=True)
-    finally:
-        model.set_attn_implementation("ragattn_sdpa")
-    return torch.cat([a[0][:, rows, :].float() for a in out.attentions], dim=0)
+# Tolerances, in attention probability (every row sums to 1). The capture (SDPA with the softmax
+# recomputed for the kept rows) and transformers' eager attention are two fp32 pipelines that sum in
+# different orders, and the order changes again with the CPU kernels (AVX2 or AVX-512: the pytest
+# header prints which) and the thread split. The difference grows with depth and prompt length as
+# the hidden states drift apart. A wrong row, head or mask is far larger: in these prompts any
+# neighbouring row or head differs by at least 0.7 somewhere in the capture (measured for both
+# proxies), so the bounds below still catch one.
+SHORT_PROMPT_ATOL = 1e-4
+"""SmolLM2-135M, 33 tokens: max |capture - eager| measured 2.1e-6 on both AVX2 and AVX-512, and
+1.6e-6 between two captures that split the prompt differently (about 50x headroom)."""
+LONG_PROMPT_ATOL = 5e-4
+"""Gemma-3-270M, 847 tokens: measured 6.6e-5 (AVX2), 1.0e-4 and 1.75e-4 (two AVX-512 machines);
+the bound is about 3x the worst seen."""
+ROW_SUM_ATOL = 1e-4
+"""A row's fp32 sum of at most a thousand probabilities is 1 within rounding (measured 1.1e-6)."""
 
 
-def test_rows_equal_eager_all_heads(proxy):
+def test_rows_equal_eager_all_heads(proxy, eager_rows):
     ids = proxy.tokenizer(TEXT).input_ids
     rows = list(range(len(ids) - 6, len(ids)))
     engine = engine_for(proxy)
@@ -36,11 +41,12 @@ def test_rows_equal_eager_all_heads(proxy):
     assert (
         cap.weights.shape == ref.shape == (proxy.num_layers * proxy.num_heads, len(rows), len(ids))
     )
-    assert (cap.weights - ref).abs().max().item() <= 1e-4
-    assert torch.allclose(cap.weights.sum(-1), torch.ones(cap.weights.shape[:2]), atol=1e-4)
+    assert (cap.weights - ref).abs().max().item() <= SHORT_PROMPT_ATOL
+    sums = cap.weights.sum(-1)
+    assert torch.allclose(sums, torch.ones(cap.weights.shape[:2]), atol=ROW_SUM_ATOL)
 
 
-def test_subset_mean_and_early_exit_match(proxy):
+def test_subset_mean_and_early_exit_match(proxy, eager_rows):
     ids = proxy.tokenizer(TEXT).input_ids
     rows = list(range(len(ids) - 10, len(ids)))
     heads = HeadSet(((3, 1), (12, 0), (12, 8), (17, 4)))
@@ -50,7 +56,7 @@ def test_subset_mean_and_early_exit_match(proxy):
     assert torch.equal(early.weights, full.weights)
     ref = eager_rows(proxy, ids, rows)
     picks = [layer * proxy.num_heads + h for layer, h in heads.pairs]
-    assert (early.weights[:, 0, :] - ref[picks].mean(dim=1)).abs().max().item() <= 1e-4
+    assert (early.weights[:, 0, :] - ref[picks].mean(dim=1)).abs().max().item() <= SHORT_PROMPT_ATOL
 
 
 def test_early_exit_stops_the_forward(proxy):
@@ -85,8 +91,8 @@ def test_kv_reuse_equals_full_second_pass(proxy):
     )
     full_r = engine.capture(real, rows_r, heads, reduce="none")
     full_t = engine.capture(twin, rows_t, heads, reduce="none")
-    assert (reused[0].weights - full_r.weights).abs().max().item() <= 1e-4
-    assert (reused[1].weights - full_t.weights).abs().max().item() <= 1e-4
+    assert (reused[0].weights - full_r.weights).abs().max().item() <= SHORT_PROMPT_ATOL
+    assert (reused[1].weights - full_t.weights).abs().max().item() <= SHORT_PROMPT_ATOL
 
 
 def test_bad_requests_are_clear_errors(proxy):
@@ -102,7 +108,7 @@ def test_bad_requests_are_clear_errors(proxy):
 
 @pytest.mark.slow
 @pytest.mark.gemma
-def test_gemma_sliding_window_rows_equal_eager(gemma_proxy):
+def test_gemma_sliding_window_rows_equal_eager(gemma_proxy, eager_rows):
     """A prompt longer than Gemma-3's 512-token window: sliding and global layers both match."""
     sentence = "Alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu. "
     ids = gemma_proxy.tokenizer(sentence * 60 + "Which letter comes after beta?").input_ids
@@ -115,7 +121,7 @@ def test_gemma_sliding_window_rows_equal_eager(gemma_proxy):
         ids, rows, HeadSet.all(gemma_proxy.num_layers, gemma_proxy.num_heads), reduce="none"
     )
     ref = eager_rows(gemma_proxy, ids, rows)
-    assert (cap.weights - ref).abs().max().item() <= 1e-4
+    assert (cap.weights - ref).abs().max().item() <= LONG_PROMPT_ATOL
     # A sliding layer sees nothing further back than its window.
     window = geometry[sliding[0]].sliding_window
     first = sliding[0] * gemma_proxy.num_heads

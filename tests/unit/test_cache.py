@@ -7,12 +7,7 @@ import pytest
 from ragattn.cache import KEY_PREFIX, Cache, MemoryCache, NullCache, cache_key
 from ragattn.types import Document
 
-pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
+pytestmark = pytest.mark.anyio  # on asyncio (``anyio_backend`` in tests/conftest.py)
 
 
 def _key(**overrides: object) -> str:

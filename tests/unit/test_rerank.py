@@ -57,11 +57,19 @@ def test_top_n_single_document_and_ids(reranker):
     assert [r.index for r in single] == [0]
 
 
-def test_ties_keep_input_order(reranker):
-    same = ["Identical text about rivers.", "Identical text about rivers."]
-    results = reranker.rerank("rivers", same, first_stage_order=[0, 1])
-    assert [r.index for r in results] in ([0, 1], [1, 0])
-    assert results == reranker.rerank("rivers", same, first_stage_order=[0, 1])  # deterministic
+@pytest.mark.parametrize("method", ["minilm", "icr-pointwise"])
+def test_ties_keep_input_order(proxy, method):
+    """Identical documents under an order-free method (each scored alone) tie exactly, and tied
+    results come back in input order, whatever the first-stage order says."""
+    query = "Which is the longest river in Africa?"
+    nile = "The Nile is the longest river in Africa."
+    docs = [nile, "Bananas grow in tropical climates.", nile, nile]
+    reranker = Reranker(proxy, method=method)
+    for order in (None, [3, 2, 1, 0]):
+        raw = reranker.score(query, docs, first_stage_order=order).raw
+        assert raw[0] == raw[2] == raw[3] > raw[1]  # a real tie, above the distractor
+        results = reranker.rerank(query, docs, first_stage_order=order)
+        assert [r.index for r in results] == [0, 2, 3, 1]
 
 
 @pytest.mark.parametrize(
@@ -132,7 +140,7 @@ def test_learned_profile_methods_rank_the_relevant_document_first(proxy, method)
 
 def test_missing_profile_names_the_command(proxy, tmp_path):
     from ragattn.errors import ModelLoadError
-    from ragattn.rerank.fusion import RerankProfile
+    from ragattn.rerank.profiles import RerankProfile
 
     with pytest.raises(ModelLoadError, match="ragattn heads select"):
         RerankProfile.load(tmp_path / "rerank-profile.json")
@@ -203,3 +211,68 @@ def test_int8_proxy_keeps_the_ranking_of_a_clear_case():
     assert result[0].index == 2
     with pytest.raises(ConfigError, match="quantize"):
         load_proxy("smollm2-135m", quantize="int4")
+
+
+# ---- the registry: a method that needs no proxy loads none ---------------------------------
+
+
+@pytest.fixture()
+def counted_loads(proxy, monkeypatch):
+    """``ragattn.proxy.load_proxy`` replaced by one that records its calls and hands back the
+    session's proxy (so a lazy load is observable without loading a second copy)."""
+    import ragattn.proxy
+
+    calls: list[str] = []
+
+    def load(name, **kwargs):
+        calls.append(name)
+        return proxy
+
+    monkeypatch.setattr(ragattn.proxy, "load_proxy", load)
+    return calls
+
+
+@pytest.mark.parametrize("method", ["minilm", "fused-no-attention"])
+def test_proxy_free_methods_load_no_proxy_until_it_is_read(proxy, counted_loads, method):
+    from ragattn.rerank import METHODS
+
+    assert not METHODS[method].needs_proxy and METHODS[method].needs_embedder
+    reranker = Reranker("smollm2-135m", method=method)
+    results = reranker.rerank(QUERY, DOCS)
+    assert counted_loads == [] and reranker.proxy_name == "smollm2-135m"
+    assert results[0].index == 2 and results.method == method
+    same = Reranker(proxy, method=method).rerank(QUERY, DOCS)
+    assert [(r.index, r.raw_score) for r in results] == [(r.index, r.raw_score) for r in same]
+    assert reranker.proxy is proxy and counted_loads == ["smollm2-135m"]
+    assert reranker.proxy is proxy and counted_loads == ["smollm2-135m"]  # loaded once
+
+
+def test_attention_methods_load_the_proxy_once(counted_loads):
+    from ragattn.rerank import METHODS
+
+    assert METHODS["icr"].needs_proxy
+    Reranker("smollm2-135m", method="icr")
+    assert counted_loads == ["smollm2-135m"]
+
+
+def test_registry_lists_every_method_once_with_its_needs():
+    from ragattn.rerank import DEFAULT_METHOD, METHODS
+
+    assert list(METHODS) == sorted(METHODS) and DEFAULT_METHOD in METHODS
+    assert all(spec.name == name and spec.description for name, spec in METHODS.items())
+    assert {n for n, s in METHODS.items() if not s.needs_proxy} == {"minilm", "fused-no-attention"}
+    assert METHODS["qrhead"].needs() == ("proxy", "profile")
+    assert "minilm: MiniLM cosine of query and document (needs embedder)" in METHODS.describe()
+    with pytest.raises(InvalidInputError, match=re.escape(f"valid: {', '.join(sorted(METHODS))}")):
+        METHODS.spec("nope")
+
+
+def test_every_attention_method_shares_the_memo(proxy):
+    from ragattn.rerank import METHODS
+    from ragattn.rerank.icr import AttentionMemo
+
+    memo = AttentionMemo()
+    for name, spec in METHODS.items():
+        if spec.needs_proxy:
+            windows = Reranker(proxy, method=name, memo=memo).scorer.windows
+            assert windows is not None and windows.memo is memo, name

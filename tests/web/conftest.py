@@ -29,21 +29,6 @@ MODEL_TIMEOUT_MS = 300_000
 CHROMIUM_CANDIDATES = ("chromium", "chromium-browser", "google-chrome")
 
 
-@pytest.fixture(scope="session")
-def reranker(proxy: Any) -> Any:
-    from ragattn import Reranker
-
-    return Reranker(proxy, method="icr")
-
-
-@pytest.fixture(scope="session")
-def compressor(proxy: Any) -> Any:
-    from ragattn.compress import Compressor
-
-    # Untrained, so the page test does not depend on probe weights having been trained.
-    return Compressor(proxy, method="focal")
-
-
 def chromium_path() -> str:
     """``RAGATTN_CHROMIUM`` or the first Chromium on PATH; fails the test when there is none."""
     explicit = os.environ.get("RAGATTN_CHROMIUM")

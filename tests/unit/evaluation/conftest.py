@@ -1,21 +1,11 @@
-"""Fixtures for the evaluation tests: the shared data folder and a counting tokenizer."""
+"""Fixtures for the evaluation tests: counting tokenizers (the shared data folder, ``data_dir``,
+is in tests/conftest.py)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    """The read-only shared data folder beside the repository (override with RAGATTN_DATA_DIR)."""
-    beside_repo = Path(__file__).resolve().parents[3].parent / "shared" / "data"
-    path = Path(os.environ.get("RAGATTN_DATA_DIR", beside_repo))
-    if not (path / "trec-dl-2019").is_dir():
-        pytest.fail(f"shared data not found at {path}; set RAGATTN_DATA_DIR")
-    return path
 
 
 class WhitespaceTokenizer:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ragattn.errors import InvalidInputError
-from ragattn.evaluation.baselines import (
+from ragattn.lab.evaluation.baselines import (
     BM25SentenceScorer,
     MiniLMRanker,
     MiniLMSentenceScorer,
@@ -18,7 +18,7 @@ from ragattn.evaluation.baselines import (
     first_stage_order,
     select_by_budget,
 )
-from ragattn.evaluation.datasets import Candidate, Passage, RerankQuery
+from ragattn.lab.evaluation.datasets import Candidate, Passage, RerankQuery
 
 
 def _passage(*sentences: str, title: str = "") -> Passage:

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ragattn.errors import InvalidInputError
-from ragattn.evaluation.datasets import (
+from ragattn.lab.evaluation.datasets import (
     CorpusDoc,
     bm25_candidates,
     load_2wiki,

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from ragattn.errors import InvalidInputError
-from ragattn.evaluation.baselines import PositionScorer
-from ragattn.evaluation.datasets import Candidate, Passage, QAExample, RerankQuery
-from ragattn.evaluation.harness import evaluate_rerank, evaluate_selection
+from ragattn.lab.evaluation.baselines import PositionScorer
+from ragattn.lab.evaluation.datasets import Candidate, Passage, QAExample, RerankQuery
+from ragattn.lab.evaluation.harness import evaluate_rerank, evaluate_selection
 
 
 def _query(qid: str, ids: list[str]) -> RerankQuery:

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ragattn.errors import InvalidInputError
-from ragattn.evaluation.datasets import load_dl19
-from ragattn.evaluation.metrics import (
+from ragattn.lab.evaluation.datasets import load_dl19
+from ragattn.lab.evaluation.metrics import (
     achieved_ratio,
     answer_retention,
     contains_answer,

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ragattn.retrieve.cli import index_app
+from ragattn.cli.index import index_app
 
 runner = CliRunner()
 

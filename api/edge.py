@@ -1,0 +1,185 @@
+"""The connection edge: header cap, body-read deadline, hang-ups, shutdown, and response headers.
+
+What a route handler never sees and every request needs:
+
+- headers larger than ``RAGATTN_MAX_HEADER_BYTES`` are a 431 before any guard reads them;
+- the body must arrive within ``RAGATTN_BODY_TIMEOUT_S`` of the request's start: a client that
+  announces more than it sends, never ends a chunked body or sends headers only gets a 408 and
+  its connection is closed, instead of holding a connection (and a graceful shutdown) forever;
+- a client that hangs up while sending its body is a 499, logged in one line, not a 500 with a
+  traceback;
+- once the server is draining (SIGTERM), unfinished bodies are cut with a 503 ``shutting_down``,
+  and requests still running when the grace period ends answer the same 503 in the error shape
+  instead of the server's plain-text 500;
+- every response carries ``X-Content-Type-Options: nosniff``, and one whose request body was not
+  read to its end carries ``Connection: close`` (the rest of that body cannot be trusted to come).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from api.errors import (
+    ClientDisconnectedError,
+    HeadersTooLargeError,
+    RequestTimeoutError,
+    ShuttingDownError,
+)
+from api.logsafe import clean
+
+if TYPE_CHECKING:
+    from litestar.types import ASGIApp, Message, Receive, Scope, Send
+
+logger = logging.getLogger(__name__)
+
+_BODY_DONE = "ragattn.body_done"
+
+
+class Drain:
+    """Set when the server starts shutting down; body reads in progress stop waiting then."""
+
+    def __init__(self) -> None:
+        self._started = False
+        self._future: asyncio.Future[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def start(self) -> None:
+        """Begin draining (called by :class:`api.server.Server` on SIGTERM, on the loop)."""
+        self._started = True
+        if self._future is not None and not self._future.done():
+            self._future.set_result(None)
+
+    def future(self) -> asyncio.Future[None]:
+        """A future done once draining has started (one per loop, shared by all waiters)."""
+        loop = asyncio.get_running_loop()
+        if self._future is None or self._future.get_loop() is not loop:
+            self._future = loop.create_future()
+            if self._started:
+                self._future.set_result(None)
+        return self._future
+
+
+def _announces_body(scope: Scope) -> bool:
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            return value.strip() not in (b"", b"0")
+        if name == b"transfer-encoding":
+            return True
+    return False
+
+
+async def add_response_headers(message: Message, scope: Scope) -> None:
+    """``before_send`` hook: nosniff on every response; close a connection whose body is unread."""
+    if message["type"] != "http.response.start":
+        return
+    headers = list(message.get("headers") or [])
+    names = {name.lower() for name, _ in headers}
+    if b"x-content-type-options" not in names:
+        headers.append((b"x-content-type-options", b"nosniff"))
+    body_done = scope.get("state", {}).get(_BODY_DONE, False)
+    if not body_done and b"connection" not in names and _announces_body(scope):
+        headers.append((b"connection", b"close"))
+    message["headers"] = headers
+
+
+def _error_bytes(error_type: str, message: str) -> bytes:
+    import json
+
+    return json.dumps({"error_type": error_type, "message": message}).encode()
+
+
+async def _send_shutdown(send: Send) -> None:
+    body = _error_bytes(
+        ShuttingDownError.error_type,
+        "the server shut down before this request finished; retry it",
+    )
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 503,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                (b"retry-after", b"1"),
+                (b"connection", b"close"),
+                (b"x-content-type-options", b"nosniff"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+def edge_middleware(
+    app: ASGIApp, *, max_header_bytes: int, body_timeout_s: float, drain: Drain
+) -> ASGIApp:
+    """ASGI middleware for the rules in this module's docstring."""
+
+    async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        size = sum(len(k) + len(v) for k, v in scope.get("headers", ()))
+        if size > max_header_bytes:
+            raise HeadersTooLargeError(
+                f"request headers are {size} bytes; the limit is {max_header_bytes} "
+                "(RAGATTN_MAX_HEADER_BYTES)"
+            )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + body_timeout_s if body_timeout_s > 0 else None
+        if not _announces_body(scope):
+            state[_BODY_DONE] = True
+        started = False
+
+        async def guarded_receive() -> Message:
+            if state.get(_BODY_DONE):
+                return await receive()  # type: ignore[return-value]
+            message = await _receive_body(receive, deadline, drain, loop)
+            if message["type"] == "http.disconnect":
+                logger.info("client hung up while sending its body to %s", clean(scope["path"]))
+                raise ClientDisconnectedError("the client closed the connection")
+            if not message.get("more_body", False):
+                state[_BODY_DONE] = True
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await app(scope, guarded_receive, tracked_send)  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            # Only the server cancels a request task: its graceful-shutdown period is over.
+            if started:
+                raise
+            logger.warning("request to %s cut off by shutdown", clean(scope["path"]))
+            await _send_shutdown(send)
+
+    return middleware
+
+
+async def _receive_body(
+    receive: Receive, deadline: float | None, drain: Drain, loop: asyncio.AbstractEventLoop
+) -> Any:
+    pending = asyncio.ensure_future(receive())
+    stop = drain.future()
+    timeout = None if deadline is None else max(0.0, deadline - loop.time())
+    done, _ = await asyncio.wait({pending, stop}, timeout=timeout, return_when="FIRST_COMPLETED")
+    if pending in done:
+        return pending.result()
+    pending.cancel()
+    if stop in done:
+        raise ShuttingDownError("the server is shutting down; send the request again elsewhere")
+    raise RequestTimeoutError(
+        "the request body did not arrive in time (RAGATTN_BODY_TIMEOUT_S); the connection is closed"
+    )
+
+
+__all__ = ["Drain", "add_response_headers", "edge_middleware"]

@@ -1,0 +1,149 @@
+"""The OpenAPI document and its pages: as strict as the server, readable offline.
+
+``/schema`` and ``/schema/swagger`` render Swagger UI from files served by the app itself
+(``api/static/swagger-ui-*``, Swagger UI 5.33.1 from the ``drf-spectacular-sidecar`` wheel, Apache
+2.0, its licence beside them), so the pages work without any CDN. ``/schema/openapi.json`` is the
+document. With API keys configured it declares a Bearer security scheme on every model route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import MediaType, Response
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, YamlRenderPlugin
+from litestar.openapi.spec import Components, OpenAPI, OpenAPIType, Schema, SecurityScheme
+
+import ragattn
+from api.errors import error_response
+from ragattn.settings import Settings
+
+SECURITY_SCHEME = "bearer"
+_ASSETS = "/static"
+
+
+def security_requirement(settings: Settings) -> list[dict[str, list[str]]] | None:
+    """The OpenAPI security requirement of the model routes (``None`` without API keys)."""
+    return [{SECURITY_SCHEME: []}] if settings.api_keys else None
+
+
+def openapi_config(settings: Settings) -> OpenAPIConfig:
+    """The app's OpenAPI config: offline Swagger UI at ``/schema`` and ``/schema/swagger``."""
+    components = Components()
+    if settings.api_keys:
+        components = Components(
+            security_schemes={
+                SECURITY_SCHEME: SecurityScheme(
+                    type="http",
+                    scheme="bearer",
+                    description="One of the server's RAGATTN_API_KEYS as 'Authorization: Bearer'",
+                )
+            }
+        )
+    swagger = SwaggerRenderPlugin(
+        js_url=f"{_ASSETS}/swagger-ui-bundle.js",
+        css_url=f"{_ASSETS}/swagger-ui.css",
+        standalone_preset_js_url=f"{_ASSETS}/swagger-ui-standalone-preset.js",
+        favicon=f"<link rel='icon' type='image/png' href='{_ASSETS}/swagger-ui-favicon-32x32.png'>",
+        path=["/", "/swagger"],
+    )
+    return OpenAPIConfig(
+        title="ragattn",
+        version=ragattn.__version__,
+        path="/schema",
+        description="Attention-based reranking and compression of retrieved context.",
+        components=components,
+        render_plugins=[swagger, JsonRenderPlugin(), YamlRenderPlugin()],
+    )
+
+
+def _present(name: str) -> Schema:
+    """Matches an object whose ``name`` is present and not null (how the server reads it)."""
+    return Schema(required=[name], properties={name: Schema(schema_not=Schema(type=OpenAPIType.NULL))})
+
+
+def _exactly_one(*names: str) -> Schema:
+    return Schema(one_of=[_present(n) for n in names])
+
+
+def _at_most_one(a: str, b: str) -> Schema:
+    return Schema(schema_not=Schema(all_of=[_present(a), _present(b)]))
+
+
+def _property(schema: Schema, name: str) -> Schema | None:
+    prop = (schema.properties or {}).get(name)
+    return prop if isinstance(prop, Schema) else None
+
+
+def tighten(document: OpenAPI, settings: Settings, compress_methods: list[str]) -> None:
+    """Add the rules the request Structs cannot state to the generated document, in place.
+
+    Msgspec types give the per-field rules (types, bounds, non-blank queries); the server also
+    holds rules between fields and limits from settings, and the document must say them too, so a
+    request that fits the document is one the server accepts (token limits aside: they are in
+    proxy tokens, documented as 413):
+
+    - exactly one of ``documents`` / ``texts`` (rerank) or ``documents`` / ``context`` (compress),
+      and exactly one budget among ``ratio``, ``rate``, ``target_tokens``, ``target_token``,
+      ``threshold``; at most one of ``top_n`` and its alias ``top_k``;
+    - at most ``RAGATTN_MAX_DOCUMENTS`` documents, ``k`` and ``top_k``;
+    - ``method`` one of the compression methods this server knows.
+    """
+    schemas = (document.components.schemas or {}) if document.components else {}
+    budget = ("ratio", "rate", "target_tokens", "target_token", "threshold")
+    rules: dict[str, list[Schema]] = {
+        "RerankRequest": [_exactly_one("documents", "texts"), _at_most_one("top_n", "top_k")],
+        "CompressRequest": [_exactly_one("documents", "context"), _exactly_one(*budget)],
+        "RerankCompressRequest": [
+            _exactly_one("documents", "context"),
+            _exactly_one(*budget),
+            _at_most_one("top_n", "top_k"),
+        ],
+    }
+    for name, extra in rules.items():
+        schema = schemas.get(name)
+        if isinstance(schema, Schema):
+            schema.all_of = extra
+    for name, field in (
+        ("RerankRequest", "documents"),
+        ("RerankRequest", "texts"),
+        ("CompressRequest", "documents"),
+        ("CompressRequest", "context"),
+        ("RerankCompressRequest", "documents"),
+        ("RerankCompressRequest", "context"),
+    ):
+        schema = schemas.get(name)
+        prop = _property(schema, field) if isinstance(schema, Schema) else None
+        if prop is not None:
+            prop.max_items = settings.max_documents
+    for name, field in (("RetrieveRequest", "k"), ("AskRequest", "top_k")):
+        schema = schemas.get(name)
+        prop = _property(schema, field) if isinstance(schema, Schema) else None
+        if prop is not None:
+            prop.maximum = settings.max_documents
+    for name in ("CompressRequest", "RerankCompressRequest"):
+        schema = schemas.get(name)
+        prop = _property(schema, "method") if isinstance(schema, Schema) else None
+        if prop is not None and compress_methods:
+            prop.one_of = [
+                Schema(type=OpenAPIType.STRING, enum=list(compress_methods)),
+                Schema(type=OpenAPIType.NULL),
+            ]
+
+
+async def json_not_found(response: Response[Any]) -> Response[Any]:
+    """``after_request`` hook: the OpenAPI router answers unknown ``/schema/...`` pages with an
+    HTML 404 of its own; every other error is JSON in the one error shape, so this one is too."""
+    if response.status_code == 404 and response.media_type == MediaType.HTML:
+        return error_response("not_found", "no such route or file")
+    return response
+
+
+__all__ = [
+    "SECURITY_SCHEME",
+    "json_not_found",
+    "openapi_config",
+    "security_requirement",
+    "tighten",
+]

@@ -1,0 +1,361 @@
+"""One row of a batch job: decode it, run the library on it, serialise the result.
+
+Pure Python, no Ray and no pyarrow: the Ray actor (:mod:`ragattn.batch._ray`) and the in-process
+fallback call the same :class:`RowProcessor`, so a row gets the same answer on either path and the
+same answer as a direct :meth:`Reranker.rerank` / :meth:`Compressor.compress` call.
+
+A row is ``{"id": str | int, "query": str, "documents": [str | {"text", "id"?, ...}]}``. Rows read
+from JSONL arrive undecoded (``RAW`` holds the line's bytes) so that one line of invalid UTF-8 or
+JSON fails alone instead of failing the file's read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ragattn.errors import InvalidInputError, ModelOutputError, RagattnError
+from ragattn.validation import check_top_n, one_budget
+
+logger = logging.getLogger(__name__)
+
+TaskKind = Literal["rerank", "compress", "rerank-compress"]
+TASKS: tuple[TaskKind, ...] = ("rerank", "compress", "rerank-compress")
+
+RAW = "_ragattn_raw"
+"""Internal column: one JSONL line as bytes, decoded by the worker."""
+SOURCE = "_ragattn_source"
+"""Internal column: the file a JSONL row came from (for the errors file)."""
+LINE = "_ragattn_line"
+"""Internal column: the 1-based line number of a JSONL row in its file."""
+INTERNAL = (RAW, SOURCE, LINE)
+
+STATUS_OK, STATUS_FAILED, STATUS_SKIPPED = "ok", "failed", "skipped"
+OUTCOME = ("status", "error_type", "error")
+"""Columns every processed row gets: ``status`` is ``ok``, ``failed`` or ``skipped`` (its id was
+in ``skip_ids``); ``error_type`` / ``error`` are set when it failed."""
+
+RESULT_COLUMNS: dict[TaskKind, tuple[str, ...]] = {
+    "rerank": ("results", "warnings"),
+    "compress": ("compression",),
+    "rerank-compress": ("results", "warnings", "compression"),
+}
+"""The result columns each task adds (see :func:`rerank_results` and :func:`compression_dict`)."""
+
+# Row-level error types of the batch layer; library errors keep their own ``error_type``.
+INVALID_UTF8 = "invalid_utf8"
+INVALID_JSON = "invalid_json"
+INVALID_ROW = "invalid_row"
+DUPLICATE_ID = "duplicate_id"
+INTERNAL_ERROR = "internal_error"
+
+
+class RowError(Exception):
+    """A row the batch layer rejects before the library sees it; ``error_type`` names why."""
+
+    def __init__(self, error_type: str, message: str, row_id: str | None = None) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.row_id = row_id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BatchTask:
+    """What to run on every row, validated before any worker starts.
+
+    Attributes:
+        kind: ``rerank`` (:meth:`Reranker.rerank`), ``compress`` (:meth:`Compressor.compress`) or
+            ``rerank-compress`` (:meth:`Compressor.rerank_and_compress`, one scoring pass).
+        proxy: the proxy name or path each worker loads once (None: the library's default).
+        method: a rerank method for ``rerank``, a compress method otherwise; None: the default.
+        top_n: keep the best ``top_n`` documents (``rerank`` / ``rerank-compress``; None: all).
+        ratio, target_tokens, threshold: exactly one budget for the compress tasks.
+        threads: torch intra-op threads per worker (None: torch's default).
+    """
+
+    kind: TaskKind
+    proxy: str | None = None
+    method: str | None = None
+    top_n: int | None = None
+    ratio: float | None = None
+    target_tokens: int | None = None
+    threshold: float | None = None
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in TASKS:
+            raise InvalidInputError(f"unknown batch task {self.kind!r}; valid: {', '.join(TASKS)}")
+        check_top_n(self.top_n)
+        budget = (self.ratio, self.target_tokens, self.threshold)
+        if self.kind == "rerank":
+            if any(v is not None for v in budget):
+                raise InvalidInputError("rerank takes no budget; use compress or rerank-compress")
+        else:
+            one_budget(*budget)
+        if self.kind == "compress" and self.top_n is not None:
+            raise InvalidInputError("compress keeps every document; top_n is for rerank tasks")
+        if self.threads is not None and self.threads < 1:
+            raise InvalidInputError(f"threads must be >= 1, got {self.threads}")
+        if self.method is not None:
+            _check_method(self.kind, self.method)
+
+    @property
+    def budget(self) -> dict[str, float | int]:
+        """The budget keywords for the compressor (empty for ``rerank``)."""
+        given = {
+            "ratio": self.ratio,
+            "target_tokens": self.target_tokens,
+            "threshold": self.threshold,
+        }
+        return {k: v for k, v in given.items() if v is not None}
+
+
+def _check_method(kind: TaskKind, method: str) -> None:
+    if kind == "rerank":
+        from ragattn.rerank import METHODS
+    else:
+        from ragattn.compress import METHODS
+    if method not in METHODS:
+        what = "rerank" if kind == "rerank" else "compress"
+        raise InvalidInputError(
+            f"unknown {what} method {method!r}; valid: {', '.join(sorted(METHODS))}"
+        )
+
+
+# -- decoding ----------------------------------------------------------------------------------
+
+
+def _text(value: Any, field: str, row_id: str | None) -> Any:
+    """Bytes (a Parquet binary column) decoded as strict UTF-8; anything else unchanged."""
+    if isinstance(value, bytes | bytearray):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RowError(INVALID_UTF8, f"{field} is not valid UTF-8: {exc}", row_id) from exc
+    return value
+
+
+def _salvage_id(raw: bytes) -> str | None:
+    """The id of an undecodable line, read leniently, so its error names the row."""
+    try:
+        record = json.loads(raw.decode("utf-8", errors="replace"))
+    except ValueError:
+        return None
+    return _row_id(record) if isinstance(record, Mapping) else None
+
+
+def _row_id(record: Mapping[str, Any]) -> str | None:
+    value = record.get("id")
+    if isinstance(value, bytes | bytearray):
+        value = bytes(value).decode("utf-8", errors="replace")
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        return None
+    return str(value)
+
+
+def parse_raw(raw: bytes) -> dict[str, Any]:
+    """One JSONL line as a dict.
+
+    Raises:
+        RowError: ``invalid_utf8``, ``invalid_json`` or ``invalid_row`` (not a JSON object).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        message = f"the line is not valid UTF-8: {exc}"
+        raise RowError(INVALID_UTF8, message, _salvage_id(raw)) from exc
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RowError(INVALID_JSON, f"the line is not valid JSON: {exc}") from exc
+    if not isinstance(record, dict):
+        raise RowError(INVALID_ROW, f"a row must be a JSON object, got {type(record).__name__}")
+    return record
+
+
+def source_record(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The caller's row: the parsed JSONL line, or the dataset's own columns (outcome, result and
+    internal columns removed)."""
+    if row.get(RAW) is not None:
+        return parse_raw(row[RAW])
+    drop = {*INTERNAL, *OUTCOME, "results", "warnings", "compression"}
+    return {k: v for k, v in row.items() if k not in drop}
+
+
+def decode_row(row: Mapping[str, Any]) -> tuple[str, Any, list[Any]]:
+    """``(id, query, documents)`` of a row; the query and documents are checked by the library.
+
+    Raises:
+        RowError: undecodable line, no usable ``id``, ``documents`` not a list.
+        InvalidInputError: no documents (the service's message and ``error_type``).
+    """
+    record = parse_raw(row[RAW]) if row.get(RAW) is not None else row
+    row_id = _row_id(record)
+    if row_id is None:
+        raise RowError(INVALID_ROW, "every row needs an 'id' (a non-empty string or an integer)")
+    query = _text(record.get("query"), "query", row_id)
+    documents = record.get("documents")
+    if documents is None or (isinstance(documents, list | tuple) and not documents):
+        raise InvalidInputError("documents must hold at least one document")
+    if not isinstance(documents, list | tuple):
+        raise RowError(
+            INVALID_ROW, f"documents must be a list, got {type(documents).__name__}", row_id
+        )
+    docs = [_document(d, i, row_id) for i, d in enumerate(documents)]
+    return row_id, query, docs
+
+
+def _document(value: Any, position: int, row_id: str) -> Any:
+    if isinstance(value, Mapping):
+        doc = dict(value)
+        doc["text"] = _text(doc.get("text"), f"documents[{position}].text", row_id)
+        return doc
+    return _text(value, f"documents[{position}]", row_id)
+
+
+# -- serialising -------------------------------------------------------------------------------
+
+
+def _finite(value: float, name: str) -> float:
+    if not math.isfinite(value):
+        # As in the service: one bad number fails this row only, never serialises as NaN.
+        raise ModelOutputError(f"the model produced a non-finite {name}")
+    return float(value)
+
+
+def rerank_results(result: Any) -> list[dict[str, Any]]:
+    """Cohere's ``results``: ``index`` (input position), ``relevance_score`` in [0, 1] and
+    ``raw_score`` in the method's units, best first."""
+    return [
+        {
+            "index": r.index,
+            "relevance_score": _finite(r.relevance_score, "relevance_score"),
+            "raw_score": _finite(r.raw_score, "raw_score"),
+        }
+        for r in result
+    ]
+
+
+def compression_dict(result: Any) -> dict[str, Any]:
+    """The compression as the service returns it: the compressed text, per document its kept
+    sentences (``doc_index`` and character offsets ``[start, end)`` into that document's text,
+    keep score in [0, 1]) and sentence scores, token counts in ``tokenizer``'s tokens,
+    ``ratio`` = compressed / origin tokens, and the warnings."""
+    return {
+        "compressed_text": result.compressed_text,
+        "documents": [
+            {
+                "index": d.index,
+                "text": d.text,
+                "kept_spans": [
+                    {
+                        "doc_index": s.doc_index,
+                        "start": s.start,
+                        "end": s.end,
+                        "score": _finite(s.score, "score"),
+                        "text": s.text,
+                    }
+                    for s in d.kept_spans
+                ],
+                "sentence_scores": [_finite(x, "sentence_score") for x in d.sentence_scores],
+            }
+            for d in result.documents
+        ],
+        "origin_tokens": result.origin_tokens,
+        "compressed_tokens": result.compressed_tokens,
+        "ratio": _finite(result.ratio, "ratio"),
+        "tokenizer": result.tokenizer,
+        "method": result.method,
+        "warnings": list(result.warnings),
+    }
+
+
+# -- processing --------------------------------------------------------------------------------
+
+
+def _failed(error_type: str, message: str) -> dict[str, Any]:
+    return {"status": STATUS_FAILED, "error_type": error_type, "error": message}
+
+
+class RowProcessor:
+    """Runs one :class:`BatchTask` row by row; built once per worker (it loads the proxy).
+
+    Args:
+        task: what to run.
+        skip_ids: ids whose rows are passed over (status ``skipped``), e.g. those already in OUT.
+    """
+
+    def __init__(self, task: BatchTask, skip_ids: Collection[str] = ()) -> None:
+        self.task = task
+        self.skip_ids = frozenset(skip_ids)
+        # Only what the caller chose is passed, so every default is the library's own.
+        args = () if task.proxy is None else (task.proxy,)
+        kwargs: dict[str, Any] = {"threads": task.threads}
+        if task.method is not None:
+            kwargs["method"] = task.method
+        if task.kind == "rerank":
+            from ragattn.rerank import Reranker
+
+            self._model: Any = Reranker(*args, **kwargs)
+        else:
+            from ragattn.compress import Compressor
+
+            self._model = Compressor(*args, **kwargs)
+
+    def process(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The outcome and result columns for ``row``; never raises for a bad row."""
+        try:
+            row_id, query, documents = decode_row(row)
+            if row_id in self.skip_ids:
+                return {"status": STATUS_SKIPPED, "error_type": None, "error": None}
+            result = self._run(query, documents)
+            return {"status": STATUS_OK, "error_type": None, "error": None, **result}
+        except RowError as exc:
+            return _failed(exc.error_type, str(exc))
+        except RagattnError as exc:
+            return _failed(exc.error_type, str(exc))
+        except Exception as exc:  # a library bug must not stop a million-row job: count it
+            logger.exception("row failed with an unexpected error")
+            return _failed(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _run(self, query: Any, documents: list[Any]) -> dict[str, Any]:
+        task = self.task
+        if task.kind == "rerank":
+            ranked = self._model.rerank(query, documents, top_n=task.top_n)
+            return {"results": rerank_results(ranked), "warnings": list(ranked.warnings)}
+        if task.kind == "compress":
+            out = self._model.compress(query, documents, **task.budget)
+            return {"compression": compression_dict(out)}
+        ranked, out = self._model.rerank_and_compress(
+            query, documents, top_n=task.top_n, **task.budget
+        )
+        return {
+            "results": rerank_results(ranked),
+            "warnings": list(ranked.warnings),
+            "compression": compression_dict(out),
+        }
+
+
+def row_id_of(row: Mapping[str, Any]) -> str | None:
+    """The row's id when it can be read at all (for the errors file), else None."""
+    try:
+        record = parse_raw(row[RAW]) if row.get(RAW) is not None else row
+    except RowError as exc:
+        return exc.row_id
+    return _row_id(record)
+
+
+__all__ = [
+    "TASKS",
+    "BatchTask",
+    "RowError",
+    "RowProcessor",
+    "TaskKind",
+    "compression_dict",
+    "decode_row",
+    "rerank_results",
+]

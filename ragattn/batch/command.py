@@ -1,0 +1,213 @@
+"""``ragattn batch rerank|compress|rerank-compress``: a file-to-file job on Ray Data (an edge).
+
+Builds a :class:`BatchTask` from the options, runs :func:`run_batch` and prints its one-line
+summary. Exit codes: 0 every row written or skipped, 1 some rows failed (see the errors file),
+2 the job could not start (bad options, no inputs, Ray missing).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ragattn.batch._rows import BatchTask, TaskKind
+from ragattn.batch.io import BatchSummary
+from ragattn.batch.job import run_batch
+from ragattn.errors import RagattnError
+
+batch_app = typer.Typer(
+    help=(
+        "Rerank or compress every row of JSONL/Parquet files on Ray Data: an actor pool loads the "
+        "proxy once per worker; local by default, a cluster with --ray-address or RAY_ADDRESS. "
+        "Rows are {id, query, documents}; rows already in OUT are skipped (resumable)."
+    ),
+    no_args_is_help=True,
+)
+
+INPUT = typer.Option(..., "--input", "-i", help="A JSONL or Parquet file, a folder, or a glob.")
+OUTPUT = typer.Option(..., "--output", "-o", help="OUT (JSONL); ids already there are skipped.")
+ERRORS = typer.Option(None, "--errors", help="Errors file [default: <OUT stem>.errors.jsonl].")
+METHOD = typer.Option(
+    None, "--method", help="Scoring method [default: the library's best]; an unknown one lists all."
+)
+PROXY = typer.Option(None, "--proxy", help="Proxy name or path [default: the packaged one].")
+WORKERS = typer.Option(
+    1, "--workers", min=0, help="Ray actors, each loading the proxy once; 0: this process, no Ray."
+)
+THREADS = typer.Option(
+    None, "--threads", min=1, help="Torch threads per worker [default: cores / workers]."
+)
+ADDRESS = typer.Option(
+    None, "--ray-address", envvar="RAY_ADDRESS", help="A running Ray cluster [default: local]."
+)
+BATCH = typer.Option(8, "--batch-size", min=1, help="Rows per worker call.")
+PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show a progress display.")
+QUIET = typer.Option(False, "--quiet", help="Keep Ray's own logs off the console.")
+TOP_N = typer.Option(None, "--top-n", min=1, help="Keep the best N documents [default: all].")
+RATIO = typer.Option(None, "--ratio", help="Fraction of tokens to keep, in (0, 1].")
+TARGET = typer.Option(None, "--target-tokens", min=1, help="Keep at most this many tokens.")
+THRESHOLD = typer.Option(None, "--threshold", help="Keep sentences scoring at least this.")
+
+
+def _job(
+    kind: TaskKind,
+    *,
+    input: str,
+    output: Path,
+    errors: Path | None,
+    workers: int,
+    ray_address: str | None,
+    batch_size: int,
+    progress: bool,
+    quiet: bool,
+    **task_args: object,
+) -> None:
+    try:
+        task = BatchTask(kind=kind, **task_args)  # type: ignore[arg-type]
+        if workers == 0 and progress:
+            summary = _run_with_bar(task, input, output, errors)
+        else:
+            summary = run_batch(
+                task,
+                input,
+                output,
+                errors=errors,
+                workers=workers,
+                ray_address=ray_address,
+                batch_size=batch_size,
+                progress=progress,
+                quiet=quiet,
+            )
+    except (RagattnError, ImportError) as exc:  # MissingDependencyError is an ImportError
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(code=2) from exc
+    typer.echo(summary.line())
+    if summary.failed:
+        raise typer.Exit(code=1)
+
+
+def _run_with_bar(task: BatchTask, input: str, output: Path, errors: Path | None) -> BatchSummary:
+    """The in-process fallback with a rich progress display (rows done, rows/s)."""
+    from rich.progress import MofNCompleteColumn, Progress, SpinnerColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(), "{task.description}", MofNCompleteColumn(), TimeElapsedColumn()
+    ) as bar:
+        rows = bar.add_task(f"{task.kind} rows", total=None)
+        return run_batch(
+            task, input, output, errors=errors, workers=0, on_row=lambda: bar.advance(rows)
+        )
+
+
+@batch_app.command("rerank")
+def rerank(
+    input: str = INPUT,
+    output: Path = OUTPUT,
+    errors: Path | None = ERRORS,
+    method: str | None = METHOD,
+    top_n: int | None = TOP_N,
+    proxy: str | None = PROXY,
+    workers: int = WORKERS,
+    threads: int | None = THREADS,
+    ray_address: str | None = ADDRESS,
+    batch_size: int = BATCH,
+    progress: bool = PROGRESS,
+    quiet: bool = QUIET,
+) -> None:
+    """Rerank each row's documents: OUT rows gain Cohere-shaped ``results`` and ``warnings``."""
+    _job(
+        "rerank",
+        input=input,
+        output=output,
+        errors=errors,
+        workers=workers,
+        ray_address=ray_address,
+        batch_size=batch_size,
+        progress=progress,
+        quiet=quiet,
+        proxy=proxy,
+        method=method,
+        top_n=top_n,
+        threads=threads,
+    )
+
+
+@batch_app.command("compress")
+def compress(
+    input: str = INPUT,
+    output: Path = OUTPUT,
+    errors: Path | None = ERRORS,
+    ratio: float | None = RATIO,
+    target_tokens: int | None = TARGET,
+    threshold: float | None = THRESHOLD,
+    method: str | None = METHOD,
+    proxy: str | None = PROXY,
+    workers: int = WORKERS,
+    threads: int | None = THREADS,
+    ray_address: str | None = ADDRESS,
+    batch_size: int = BATCH,
+    progress: bool = PROGRESS,
+    quiet: bool = QUIET,
+) -> None:
+    """Compress each row's documents under one budget: OUT rows gain ``compression``."""
+    _job(
+        "compress",
+        input=input,
+        output=output,
+        errors=errors,
+        workers=workers,
+        ray_address=ray_address,
+        batch_size=batch_size,
+        progress=progress,
+        quiet=quiet,
+        proxy=proxy,
+        method=method,
+        ratio=ratio,
+        target_tokens=target_tokens,
+        threshold=threshold,
+        threads=threads,
+    )
+
+
+@batch_app.command("rerank-compress")
+def rerank_compress(
+    input: str = INPUT,
+    output: Path = OUTPUT,
+    errors: Path | None = ERRORS,
+    ratio: float | None = RATIO,
+    target_tokens: int | None = TARGET,
+    threshold: float | None = THRESHOLD,
+    top_n: int | None = TOP_N,
+    method: str | None = METHOD,
+    proxy: str | None = PROXY,
+    workers: int = WORKERS,
+    threads: int | None = THREADS,
+    ray_address: str | None = ADDRESS,
+    batch_size: int = BATCH,
+    progress: bool = PROGRESS,
+    quiet: bool = QUIET,
+) -> None:
+    """Rank and compress from one scoring pass (a compress method): OUT rows gain ``results``,
+    ``warnings`` and ``compression`` of the best ``--top-n`` documents."""
+    _job(
+        "rerank-compress",
+        input=input,
+        output=output,
+        errors=errors,
+        workers=workers,
+        ray_address=ray_address,
+        batch_size=batch_size,
+        progress=progress,
+        quiet=quiet,
+        proxy=proxy,
+        method=method,
+        top_n=top_n,
+        ratio=ratio,
+        target_tokens=target_tokens,
+        threshold=threshold,
+        threads=threads,
+    )
+
+
+__all__ = ["batch_app"]

@@ -1,0 +1,149 @@
+"""``ragattn bench``: benchmarks of the rerank and compress paths (:mod:`ragattn.lab.bench`), each
+reported as same-run ratios against a naive baseline."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+bench_app = typer.Typer(help="Benchmarks, reported as same-run ratios against a naive baseline.")
+
+
+@bench_app.command("attention")
+def bench_attention_cmd(
+    data: Path = typer.Option(
+        Path("../shared/data/trec-dl-2019"), help="TREC DL19 folder (candidates)."
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    docs: int = typer.Option(20, help="Number of candidate documents."),
+    doc_tokens: int = typer.Option(100, help="Proxy tokens per document."),
+    runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
+    threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+    out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
+) -> None:
+    """Naive eager two-pass ICR vs the engine (row capture, early exit, KV reuse), same run."""
+    from ragattn.lab.bench import bench_attention
+    from ragattn.proxy import load_proxy
+
+    result = bench_attention(
+        load_proxy(proxy, threads=threads), data, n_docs=docs, doc_tokens=doc_tokens, runs=runs
+    )
+    typer.echo(
+        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
+        f"{result['threads']} threads\n"
+        f"| variant | median s | runs |\n|---|---|---|\n"
+        f"| naive eager, all layers, 2 full passes | {result['naive_median_s']:.3f} | "
+        f"{', '.join(f'{s:.2f}' for s in result['naive_runs_s'])} |\n"
+        f"| engine (rows, exit after layer {result['deepest_layer']}, KV reuse) | "
+        f"{result['engine_median_s']:.3f} | "
+        f"{', '.join(f'{s:.2f}' for s in result['engine_runs_s'])} |\n"
+        f"speed-up {result['speedup']:.1f}x; "
+        f"peak RSS {result['peak_rss_engine_mb']:.0f} MiB (engine), "
+        f"{result['peak_rss_after_naive_mb']:.0f} MiB (after naive)"
+    )
+    if out:
+        out.write_text(json.dumps(result, indent=2))
+
+
+@bench_app.command("levers")
+def bench_levers_cmd(
+    data: Path = typer.Option(
+        Path("../shared/data/trec-dl-2019"), help="TREC DL19 folder (candidates)."
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    docs: int = typer.Option(20, help="Number of candidate documents."),
+    doc_tokens: int = typer.Option(128, help="Proxy tokens per document (at most)."),
+    scale_docs: int = typer.Option(100, help="Candidates for the cost-growth row."),
+    runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
+    threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+    bf16: bool = typer.Option(True, help="Include the (slow on AVX2) bf16 row."),
+    quality: int = typer.Option(
+        0, help="Also measure nDCG@10 of 'fused' fp32 vs int8 on the first N DL19 queries (top-20)."
+    ),
+    out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
+) -> None:
+    """Each lever of the rerank path, same run, as speed-ups over the naive two-pass eager ICR."""
+    from ragattn.lab.bench import bench_levers
+    from ragattn.proxy import load_proxy
+
+    result = bench_levers(
+        load_proxy(proxy, threads=threads),
+        data,
+        n_docs=docs,
+        doc_tokens=doc_tokens,
+        runs=runs,
+        scale_docs=scale_docs,
+        bf16=bf16,
+        quality_queries=quality,
+    )
+    typer.echo(
+        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
+        f"{result['threads']} threads, medians of {runs} runs\n"
+        "| lever | kept | median s | speed-up vs naive | max abs delta | note |\n"
+        "|---|---|---|---|---|---|"
+    )
+    for row in result["rows"]:
+        fid = "" if row["fidelity"] is None else f"{row['fidelity']:.1e}"
+        typer.echo(
+            f"| {row['lever']} | {'yes' if row['kept'] else 'no'} | {row['median_s']:.3f} | "
+            f"{row['speedup']:.1f}x | {fid} | {row['note']} |"
+        )
+    for name, sc in result["scaling"].items():
+        typer.echo(
+            f"cost growth {name}: {sc['docs'][0]} -> {sc['docs'][1]} candidates "
+            f"{sc['median_s'][0]:.3f} s -> {sc['median_s'][1]:.3f} s = {sc['ratio']:.2f}x "
+            f"({sc['windows']} windows)"
+        )
+    for name, ndcg in result["quality_fused_dl19_top20"].items():
+        typer.echo(f"quality: fused, {name}: nDCG@10 {ndcg:.4f} ({quality} DL19 queries, top-20)")
+    typer.echo(f"peak RSS {result['peak_rss_mb']:.0f} MiB")
+    if out:
+        out.write_text(json.dumps(result, indent=2))
+
+
+@bench_app.command("compress")
+def bench_compress_cmd(
+    data: Path = typer.Option(
+        Path("../shared/data/hotpotqa"), help="HotpotQA folder (distractor dev)."
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    tokens: int = typer.Option(2000, help="Approximate context size in proxy tokens."),
+    runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
+    threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+) -> None:
+    """Compress a ~2,000-token context with every method; one-pass rerank+compress vs two calls."""
+    from ragattn.lab.bench import bench_compress
+    from ragattn.proxy import load_proxy
+
+    rows = bench_compress(load_proxy(proxy, threads=threads), data, tokens=tokens, runs=runs)
+    typer.echo(
+        f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n"
+        "| variant | median s | runs |\n|---|---|---|"
+    )
+    for row in rows:
+        typer.echo(
+            f"| {row['variant']} | {row['median_s']:.3f} | "
+            f"{', '.join(f'{s:.2f}' for s in row['runs_s'])} |"
+        )
+
+
+@bench_app.command("startup")
+def bench_startup(
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or GGUF path."),
+) -> None:
+    """First start (dequantize the GGUF into an empty cache) vs second start \
+(cached safetensors)."""
+    import tempfile
+
+    from ragattn.lab.bench import peak_rss_mb
+    from ragattn.proxy import load_proxy
+
+    with tempfile.TemporaryDirectory() as cache:
+        first = load_proxy(proxy, cache_dir=cache).load_seconds
+        second = load_proxy(proxy, cache_dir=cache).load_seconds
+    typer.echo(
+        f"{proxy}: first start {first:.1f} s, second start {second:.2f} s, "
+        f"peak RSS {peak_rss_mb():.0f} MiB"
+    )

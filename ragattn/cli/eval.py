@@ -1,0 +1,154 @@
+"""``ragattn eval``: rerank and compression evaluations (:mod:`ragattn.lab.evaluation`) printing
+one table each."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import typer
+
+from ragattn.cli._help import listing_methods
+
+eval_app = typer.Typer(
+    help="Evaluate reranking (nDCG@10) and compression (supporting-fact recall)."
+)
+
+BASELINE_RANKERS = ("bm25", "minilm")
+
+
+def _methods(value: str) -> list[str]:
+    return [m.strip() for m in value.split(",") if m.strip()]
+
+
+@eval_app.command("rerank", cls=listing_methods("rerank"))
+def eval_rerank(
+    candidates: Path | None = typer.Option(
+        None, help="JSONL of queries with first-stage candidates (DL19 format)."
+    ),
+    qrels: Path | None = typer.Option(None, help="TREC qrels for --candidates."),
+    beir: Path | None = typer.Option(
+        None, help="BEIR folder (corpus/queries/qrels); BM25 first stage built inside."
+    ),
+    split: str = typer.Option("test", help="BEIR qrels split."),
+    top_k: int = typer.Option(20, min=1, help="Rerank the first stage's top K."),
+    limit: int | None = typer.Option(None, help="Evaluate only the first N queries."),
+    method: str = typer.Option(
+        "bm25,minilm,icr,icr-middle,icr-middle-reattn",
+        help="Comma-separated systems: bm25 (first stage), minilm, or rerank methods (above).",
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    threads: int | None = typer.Option(None, help="torch threads."),
+    out: Path | None = typer.Option(None, help="Write the report as JSON."),
+) -> None:
+    """nDCG@10 (trec_eval semantics) of each system over the first stage's top K."""
+    from ragattn.lab.evaluation import baselines, datasets, harness
+
+    if (candidates is None) == (beir is None):
+        raise typer.BadParameter("give either --candidates with --qrels, or --beir")
+    if candidates is not None:
+        if qrels is None:
+            raise typer.BadParameter("--candidates needs --qrels")
+        rset = datasets.load_candidates(candidates, qrels, top_k=top_k)
+        queries, judged = rset.queries, rset.qrels
+    else:
+        assert beir is not None
+        data = datasets.load_beir(beir, split=split)  # type: ignore[arg-type]
+        wanted = {q: t for q, t in data.queries.items() if q in data.qrels}
+        queries = datasets.bm25_candidates(data.corpus, wanted, k=top_k)
+        judged = data.qrels
+    if limit is not None:
+        queries = queries[:limit]
+    if any(name != "bm25" for name in _methods(method)):
+        from ragattn.embed import shared_embedder
+
+        # Hold every candidate in the embedding LRU, so systems that embed the same texts
+        # (MiniLM, the fusions, across prompt variants) encode each one once.
+        embedder = shared_embedder()
+        texts = sum(len(q.candidates) + 1 for q in queries)
+        embedder.cache_size = max(embedder.cache_size, 2 * texts)
+    from ragattn.rerank.icr import AttentionMemo
+
+    rankers = {}
+    loaded = None
+    memo = AttentionMemo()
+    for name in _methods(method):
+        if name == "bm25":
+            rankers[name] = baselines.first_stage_order
+        elif name == "minilm":
+            rankers[name] = baselines.MiniLMRanker()
+        else:
+            from ragattn.lab.evaluation.systems import RerankerSystem
+            from ragattn.proxy import load_proxy
+            from ragattn.rerank import Reranker
+
+            loaded = loaded or load_proxy(proxy, threads=threads)
+            rankers[name] = RerankerSystem(Reranker(loaded, method=name, memo=memo))
+    report = harness.evaluate_rerank(queries, judged, rankers)
+    typer.echo(f"{len(queries)} queries, top {top_k}\n" + report.to_markdown())
+    if out:
+        out.write_text(json.dumps(report.to_dict(), indent=2))
+
+
+DATASETS = ("2wiki", "hotpotqa", "squad", "scifact")
+
+
+@eval_app.command("compress")
+def eval_compress(
+    dataset: str = typer.Option(..., help=f"One of {', '.join(DATASETS)}."),
+    path: Path = typer.Argument(..., help="The dataset file (or the SciFact folder)."),
+    budget: list[float] = typer.Option(
+        [0.2, 0.33], help="Fractions of context tokens kept (repeatable)."
+    ),
+    limit: int = typer.Option(200, min=1, help="Evaluate the first N questions."),
+    method: str = typer.Option(
+        "random,position,bm25,minilm,attention-raw,focal,sentinel,lexical,fused",
+        help="Comma-separated systems.",
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    threads: int | None = typer.Option(None, help="torch threads."),
+    out: Path | None = typer.Option(None, help="Write the report as JSON."),
+) -> None:
+    """Supporting-fact recall at each budget, R-precision, answer retention, achieved ratio."""
+    from ragattn.lab.evaluation import baselines, datasets, harness
+    from ragattn.lab.evaluation.systems import (
+        FeatureCache,
+        FocalSystem,
+        ProbeSystem,
+        RawAttentionSystem,
+    )
+    from ragattn.proxy import load_proxy
+
+    loaders = {
+        "2wiki": lambda: datasets.load_2wiki(path, limit),
+        "hotpotqa": lambda: datasets.load_hotpot(path, limit),
+        "squad": lambda: datasets.load_squad(path, limit),
+        "scifact": lambda: datasets.load_scifact_rationales(path, "test", limit),
+    }
+    if dataset not in loaders:
+        raise typer.BadParameter(f"--dataset must be one of {', '.join(DATASETS)}")
+    examples = loaders[dataset]()
+    loaded = load_proxy(proxy, threads=threads)
+    cache = FeatureCache(loaded)
+    factories: dict[str, Callable[[], baselines.SentenceScorer]] = {
+        "random": lambda: baselines.RandomScorer(),
+        "position": lambda: baselines.PositionScorer(),
+        "bm25": lambda: baselines.BM25SentenceScorer(),
+        "minilm": lambda: baselines.MiniLMSentenceScorer(),
+        "attention-raw": lambda: RawAttentionSystem(cache),
+        "focal": lambda: FocalSystem(loaded),
+        "sentinel": lambda: ProbeSystem(cache, "sentinel"),
+        "lexical": lambda: ProbeSystem(cache, "lexical"),
+        "fused": lambda: ProbeSystem(cache, "fused"),
+    }
+    unknown = [m for m in _methods(method) if m not in factories]
+    if unknown:
+        raise typer.BadParameter(f"unknown systems {unknown}; valid: {', '.join(factories)}")
+    scorers = {m: factories[m]() for m in _methods(method)}
+    report = harness.evaluate_selection(
+        examples, scorers, budgets=tuple(budget), tokenizer=loaded.tokenizer
+    )
+    typer.echo(f"{dataset}: {len(examples)} questions\n" + report.to_markdown())
+    if out:
+        out.write_text(json.dumps(report.to_dict(), indent=2))

@@ -1,0 +1,129 @@
+"""The compress methods: one :class:`~ragattn.methods.MethodSpec` per name.
+
+- ``fused``: the trained probe over Sentinel attention features + BM25 + MiniLM + position/length.
+- ``sentinel``: the trained probe over Sentinel attention features only.
+- ``lexical``: the same probe recipe without any attention feature (no proxy forward).
+- ``focal``: AttentionRAG's answer-prefix focal token, untrained.
+- ``attention-raw``: last-token context share averaged over all heads, untrained (a baseline).
+
+Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+
+from ragattn.assets import proxy_slug
+from ragattn.compress.features import FeatureSet
+from ragattn.compress.probe import Probe
+from ragattn.compress.scorers import FocalScorer, ProbeScorer, RawAttentionScorer, UnitScorer
+from ragattn.errors import ConfigError
+from ragattn.methods import MethodSpec, MethodTable
+from ragattn.proxy import Proxy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScorerInputs:
+    """What a factory may use: the proxy (None unless the method needs it), the trained probe (None
+    unless the method needs one) and the chunk size in proxy tokens."""
+
+    proxy: Proxy | None
+    probe: Probe | None
+    max_chunk_tokens: int
+
+    def loaded_proxy(self, method: str) -> Proxy:
+        if self.proxy is None:
+            raise ConfigError(f"compress method {method!r} runs the proxy but none was loaded")
+        return self.proxy
+
+    def loaded_probe(self, method: str) -> Probe:
+        if self.probe is None:
+            raise ConfigError(f"compress method {method!r} needs its probe but none was loaded")
+        return self.probe
+
+
+UnitScorerFactory = Callable[[ScorerInputs], UnitScorer]
+CompressSpec = MethodSpec[UnitScorerFactory]
+
+PROBE_METHODS: Mapping[str, FeatureSet] = MappingProxyType(
+    {
+        "fused": FeatureSet(attention=True, lexical=True, dense=True),
+        "sentinel": FeatureSet(attention=True, lexical=False, dense=False),
+        "lexical": FeatureSet(attention=False, lexical=True, dense=True),
+    }
+)
+"""The feature blocks of each probe method (what ``ragattn probe train`` fits, per name)."""
+
+
+def probe_path(models_dir: Path, proxy: Proxy | str, method: str) -> Path:
+    """Where the probe weights of ``method`` for ``proxy`` (or its name) live."""
+    return models_dir / proxy_slug(proxy) / f"{method}.npz"
+
+
+def _probe(name: str, description: str) -> CompressSpec:
+    features = PROBE_METHODS[name]
+
+    def build(inputs: ScorerInputs) -> UnitScorer:
+        proxy = inputs.loaded_proxy(name) if features.attention else inputs.proxy
+        return ProbeScorer(
+            proxy,
+            inputs.loaded_probe(name),
+            features,
+            max_chunk_tokens=inputs.max_chunk_tokens,
+        )
+
+    return MethodSpec(
+        name=name,
+        factory=build,
+        description=description,
+        needs_proxy=features.attention,
+        needs_probe=True,
+        needs_embedder=features.dense,
+    )
+
+
+def _focal(inputs: ScorerInputs) -> UnitScorer:
+    return FocalScorer(inputs.loaded_proxy("focal"), max_chunk_tokens=inputs.max_chunk_tokens)
+
+
+def _attention_raw(inputs: ScorerInputs) -> UnitScorer:
+    return RawAttentionScorer(
+        inputs.loaded_proxy("attention-raw"), max_chunk_tokens=inputs.max_chunk_tokens
+    )
+
+
+METHODS: MethodTable[UnitScorerFactory] = MethodTable(
+    "compress",
+    [
+        _probe("fused", "probe over Sentinel attention, BM25, MiniLM, position and length"),
+        _probe("sentinel", "probe over Sentinel attention features only"),
+        _probe("lexical", "probe over BM25, MiniLM, position and length (no attention)"),
+        MethodSpec(
+            name="focal", factory=_focal, description="AttentionRAG focal answer-prefix token"
+        ),
+        MethodSpec(
+            name="attention-raw",
+            factory=_attention_raw,
+            description="mean last-token context share over all heads (untrained)",
+        ),
+    ],
+)
+"""Compress methods by name (iterated in name order)."""
+
+DEFAULT_METHOD = "lexical"
+"""The best measured method (BENCHMARKS.md §3: mean recall@20 % over 2Wiki-200 and HotpotQA, lexical
+0.599 vs fused 0.577 with probes trained on 80 questions); revisit when the probes are retrained."""
+
+
+__all__ = [
+    "DEFAULT_METHOD",
+    "METHODS",
+    "PROBE_METHODS",
+    "CompressSpec",
+    "ScorerInputs",
+    "UnitScorerFactory",
+    "probe_path",
+]

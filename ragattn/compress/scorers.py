@@ -1,0 +1,94 @@
+"""The sentence scorers behind the compress methods: one class per way of scoring.
+
+Each takes the query, the documents and their sentence units and returns one keep score in [0, 1]
+per unit and the number of proxy chunks read (0 when no proxy forward ran).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from ragattn.compress.features import FeatureSet, Unit, attention_block, sentence_features
+from ragattn.compress.focal import focal_scores
+from ragattn.compress.probe import Probe
+from ragattn.proxy import Proxy
+from ragattn.types import Document
+
+
+class UnitScorer(Protocol):
+    """Keep scores for sentence units."""
+
+    def score(
+        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, int]:
+        """Keep scores in [0, 1] aligned with ``units``, and the number of proxy chunks read."""
+        ...
+
+
+class ProbeScorer:
+    """A trained probe (:class:`~ragattn.compress.probe.Probe`) over the feature blocks of
+    ``features``; ``proxy`` may be None when the blocks need no attention."""
+
+    def __init__(
+        self, proxy: Proxy | None, probe: Probe, features: FeatureSet, *, max_chunk_tokens: int
+    ) -> None:
+        self.proxy = proxy
+        self.probe = probe
+        self.features = features
+        self.max_chunk_tokens = max_chunk_tokens
+
+    def score(
+        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, int]:
+        spec = self.features
+        feats = sentence_features(
+            self.proxy,
+            query,
+            documents,
+            units,
+            attention=spec.attention,
+            lexical=spec.lexical,
+            dense=spec.dense,
+            rows=spec.rows,
+            max_chunk_tokens=self.max_chunk_tokens,
+        )
+        return self.probe.predict(feats.names, feats.matrix), feats.chunks
+
+
+class FocalScorer:
+    """AttentionRAG's answer-prefix focal token (:func:`~ragattn.compress.focal.focal_scores`)."""
+
+    def __init__(self, proxy: Proxy, *, max_chunk_tokens: int) -> None:
+        self.proxy = proxy
+        self.max_chunk_tokens = max_chunk_tokens
+
+    def score(
+        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, int]:
+        return focal_scores(
+            self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
+        )
+
+
+class RawAttentionScorer:
+    """Untrained baseline: ``sigmoid`` of the mean over all heads of the last token's log context
+    share (the Sentinel attention features without a probe)."""
+
+    def __init__(self, proxy: Proxy, *, max_chunk_tokens: int) -> None:
+        self.proxy = proxy
+        self.max_chunk_tokens = max_chunk_tokens
+
+    def score(
+        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, int]:
+        block, _, chunks = attention_block(
+            self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
+        )
+        mean = block.mean(axis=1)
+        return 1.0 / (1.0 + np.exp(-mean)), chunks
+
+
+__all__ = ["FocalScorer", "ProbeScorer", "RawAttentionScorer", "UnitScorer"]

@@ -1,0 +1,87 @@
+"""Identity of everything that can change an answer: proxy weights, library code, learned assets.
+
+Result caches key on it (``ragattn.cache.cache_key(model=...)``), so a new checkpoint, a code
+change or a retrained probe never serves an answer computed before it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import ragattn
+from ragattn.assets import default_models_dir
+
+_DIGESTS: dict[int, tuple[Any, str]] = {}
+"""sha256 of a model's weights by ``id(model)``; holding the model keeps its id unique."""
+_LOCK = threading.Lock()
+
+
+def weights_digest(model: Any) -> str:
+    """sha256 over the raw bytes of every tensor in ``state_dict`` order (about 1 s for 135M).
+
+    Computed once per model object and remembered for the life of the process.
+    """
+    with _LOCK:
+        known = _DIGESTS.get(id(model))
+    if known is not None and known[0] is model:
+        return known[1]
+    import torch
+
+    h = hashlib.sha256()
+    with torch.inference_mode():
+        for name, tensor in model.state_dict().items():
+            h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
+            h.update(memoryview(tensor.detach().contiguous().view(torch.uint8).numpy()))
+    digest = h.hexdigest()
+    with _LOCK:
+        _DIGESTS[id(model)] = (model, digest)
+    return digest
+
+
+def _asset_files() -> list[tuple[str, Path]]:
+    """Library code and learned assets, each with a stable name for hashing.
+
+    The package's own files (code and the packaged ``ragattn/models``) and, when
+    ``RAGATTN_MODELS_DIR`` points elsewhere, that directory's files too.
+    """
+    root = Path(ragattn.__file__).parent
+    files = [
+        (str(p.relative_to(root.parent)), p)
+        for p in sorted(root.rglob("*"))
+        if "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+    ]
+    models = default_models_dir()
+    if models.is_dir() and not models.resolve().is_relative_to(root.resolve()):
+        files += [(f"models/{p.relative_to(models)}", p) for p in sorted(models.rglob("*"))]
+    return [(name, path) for name, path in files if path.is_file()]
+
+
+def model_fingerprint(proxy: Any, *parts: str) -> str:
+    """A short identity of ``proxy`` plus the scoring configuration in ``parts``.
+
+    The weights are hashed byte for byte; the library code and learned assets (head profiles,
+    probes; the packaged ones or ``RAGATTN_MODELS_DIR``) by their file contents.
+
+    Args:
+        proxy: a loaded :class:`ragattn.proxy.Proxy` (``name``, ``source``, ``dtype``, ``model``).
+        parts: further strings that change answers, e.g. the rerank and compress method names.
+
+    Returns:
+        ``"<proxy name>@<24 hex digits>"``.
+    """
+    h = hashlib.sha256()
+    h.update(f"{ragattn.__version__}|{proxy.name}|{proxy.source}|{proxy.dtype}|".encode())
+    h.update("|".join(parts).encode())
+    model = getattr(proxy, "model", None)
+    if model is not None:
+        h.update(weights_digest(model).encode())
+    for name, path in _asset_files():
+        h.update(name.encode())
+        h.update(path.read_bytes())
+    return f"{proxy.name}@{h.hexdigest()[:24]}"
+
+
+__all__ = ["model_fingerprint", "weights_digest"]

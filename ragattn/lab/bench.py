@@ -1,0 +1,482 @@
+"""Benchmarks of the attention engine, measured as same-run ratios against the naive baseline.
+
+The naive baseline is what the ICR reference code does without its optimisations: eager attention
+with ``output_attentions=True`` over all layers (every L×H×n×n matrix materialised), two full
+passes (the query and the ``N/A`` twin). The engine runs SDPA with only the query rows recomputed,
+stops after the deepest selected layer, and encodes the documents once for both passes.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+
+import torch
+
+from ragattn.attention import HeadSet, engine_for
+from ragattn.prompt import (
+    CALIBRATION_QUERY,
+    assemble,
+    rerank_pieces,
+    shared_prefix_length,
+    with_query,
+)
+from ragattn.proxy import Proxy
+from ragattn.rerank.icr import IcrScorer
+from ragattn.types import Document
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Timing:
+    """Wall-clock seconds of repeated runs of one variant, and the process's peak RSS after them."""
+
+    name: str
+    seconds: tuple[float, ...]
+    peak_rss_mb: float
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def time_runs(name: str, fn: Callable[[], object], runs: int, warmup: int = 1) -> Timing:
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - started)
+    return Timing(name=name, seconds=tuple(seconds), peak_rss_mb=peak_rss_mb())
+
+
+def dl19_documents(
+    data_dir: Path, n_docs: int, doc_tokens: int, proxy: Proxy
+) -> tuple[str, list[Document]]:
+    """The first DL19 query and its first ``n_docs`` BM25 candidates, each cut to ``doc_tokens``
+    proxy tokens."""
+    path = data_dir / "candidates_bm25_top100.jsonl"
+    with path.open() as fh:
+        row = json.loads(fh.readline())
+    query = row["query"]
+    docs = []
+    for cand in row["candidates"][:n_docs]:
+        enc = proxy.tokenizer(cand["text"], add_special_tokens=False, return_offsets_mapping=True)
+        cut = enc["offset_mapping"][min(doc_tokens, len(enc["input_ids"])) - 1][1]
+        docs.append(Document(text=cand["text"][:cut], id=str(cand["docid"])))
+    return query, docs
+
+
+def naive_icr(proxy: Proxy, query: str, docs: Sequence[Document]) -> torch.Tensor:
+    """Two full eager passes with ``output_attentions`` over all layers; ICR per-token scores."""
+    pieces = rerank_pieces(query, docs, list(range(len(docs))), family=proxy.chat_family)
+    model = proxy.model
+    model.set_attn_implementation("eager")
+    try:
+        per_pass = []
+        for built in (
+            assemble(pieces, proxy.tokenizer),
+            assemble(with_query(pieces, CALIBRATION_QUERY), proxy.tokenizer),
+        ):
+            with torch.inference_mode():
+                out = model(input_ids=torch.tensor([list(built.input_ids)]), output_attentions=True)
+            q = built.query_span.as_slice()
+            prefix = built.query_span.start
+            per_pass.append(sum(a[0, :, q, :prefix].mean(dim=1).sum(dim=0) for a in out.attentions))
+    finally:
+        model.set_attn_implementation("ragattn_sdpa")
+    return per_pass[0] - per_pass[1]
+
+
+def bench_attention(
+    proxy: Proxy, data_dir: Path, *, n_docs: int = 20, doc_tokens: int = 100, runs: int = 5
+) -> dict:
+    """(a) naive eager two-pass ICR vs (b) the engine (row capture, early exit at the middle layers,
+    KV reuse for the twin). Returns medians, ratio, prompt size and peak RSS."""
+    query, docs = dl19_documents(data_dir, n_docs, doc_tokens, proxy)
+    engine_scorer = IcrScorer(proxy, heads="middle", max_window_tokens=8192)
+    order = list(range(len(docs)))
+    n_tokens = len(
+        assemble(rerank_pieces(query, docs, order, family=proxy.chat_family), proxy.tokenizer)
+    )
+    engine = time_runs("engine", lambda: engine_scorer.score(query, docs, order), runs)
+    naive = time_runs("naive", lambda: naive_icr(proxy, query, docs), runs)
+    return {
+        "proxy": proxy.name,
+        "threads": torch.get_num_threads(),
+        "documents": len(docs),
+        "prompt_tokens": n_tokens,
+        "deepest_layer": engine_scorer.heads.deepest,
+        "num_layers": proxy.num_layers,
+        "naive_median_s": naive.median,
+        "engine_median_s": engine.median,
+        "speedup": naive.median / engine.median,
+        "naive_runs_s": naive.seconds,
+        "engine_runs_s": engine.seconds,
+        "peak_rss_engine_mb": engine.peak_rss_mb,
+        "peak_rss_after_naive_mb": naive.peak_rss_mb,
+    }
+
+
+def hotpot_context(data_dir: Path, target_tokens: int, proxy: Proxy) -> tuple[str, list[Document]]:
+    """The first HotpotQA distractor question and as many of its questions' paragraphs (in file
+    order, across questions) as make about ``target_tokens`` proxy tokens."""
+    rows = json.loads((data_dir / "hotpot_dev_distractor_v1.shared.json").read_text())
+    query = rows[0]["question"]
+    docs: list[Document] = []
+    total = 0
+    for row in rows:
+        for title, sentences in row["context"]:
+            text = " ".join(s.strip() for s in sentences if s.strip())
+            total += len(proxy.tokenizer(text, add_special_tokens=False)["input_ids"])
+            docs.append(Document(text=text, title=title))
+            if total >= target_tokens:
+                return query, docs
+    return query, docs
+
+
+def bench_compress(
+    proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: int = 5
+) -> list[dict]:
+    """Median seconds to compress a ~``tokens``-token context to 20 % with each method, and the
+    one-pass ``rerank_and_compress`` against a separate rerank (ICR) plus compress call."""
+    from ragattn.compress import METHODS, Compressor
+    from ragattn.embed import shared_embedder
+    from ragattn.rerank import Reranker
+
+    query, docs = hotpot_context(data_dir, tokens, proxy)
+    embedder = shared_embedder()
+    rows = []
+    for method in METHODS:
+        comp = Compressor(proxy, method=method)
+
+        def cold(c: Compressor = comp) -> object:
+            embedder.clear_cache()  # every run embeds the sentences afresh
+            return c.compress(query, docs, ratio=0.2)
+
+        timing = time_runs(method, cold, runs)
+        rows.append(
+            {"variant": f"compress, {method}", "median_s": timing.median, "runs_s": timing.seconds}
+        )
+    default = Compressor(proxy)
+    fresh = iter(range(10**6))
+    timing = time_runs(
+        "warm", lambda: default.compress(f"{query} ({next(fresh)})", docs, ratio=0.2), runs
+    )
+    rows.append(
+        {
+            "variant": f"compress, {default.method} (default), sentences seen before",
+            "median_s": timing.median,
+            "runs_s": timing.seconds,
+        }
+    )
+    comp = Compressor(proxy, method="fused")
+    reranker = Reranker(proxy, method="icr")
+    one = time_runs(
+        "one-pass", lambda: comp.rerank_and_compress(query, docs, top_n=5, ratio=0.2), runs
+    )
+    two = time_runs(
+        "two calls",
+        lambda: comp.compress(
+            query, [r.document for r in reranker.rerank(query, docs, top_n=5)], ratio=0.2
+        ),
+        runs,
+    )
+    rows.append(
+        {
+            "variant": "rerank_and_compress (fused, one pass)",
+            "median_s": one.median,
+            "runs_s": one.seconds,
+        }
+    )
+    rows.append(
+        {
+            "variant": "rerank (icr) then compress (fused)",
+            "median_s": two.median,
+            "runs_s": two.seconds,
+        }
+    )
+    n_tokens = sum(len(proxy.tokenizer(d.text)["input_ids"]) for d in docs)
+    for row in rows:
+        row["context_tokens"] = n_tokens
+        row["documents"] = len(docs)
+    return rows
+
+
+# --- levers: each optimisation of the rerank path, in one run against the naive baseline ---
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeverRow:
+    """One measured variant of the rerank path.
+
+    ``fidelity`` is the largest absolute difference of the calibrated per-token attention deltas
+    (probability units, summed over the selected heads) from the fp32 reference of the same heads;
+    ``None`` where the variant computes another quantity (whole methods, other candidate counts).
+    """
+
+    lever: str
+    kept: bool
+    median_s: float
+    runs_s: tuple[float, ...]
+    speedup: float
+    fidelity: float | None
+    note: str
+
+
+def _icr_deltas(
+    proxy: Proxy,
+    query: str,
+    docs: Sequence[Document],
+    heads: HeadSet,
+    *,
+    shared_prefix: bool,
+    early_exit: bool,
+) -> torch.Tensor:
+    """``[heads, prefix]`` calibrated attention (real minus ``N/A`` query) of one listwise window,
+    by two full passes or by one document prefix shared through the KV cache."""
+    engine = engine_for(proxy)
+    pieces = rerank_pieces(query, docs, list(range(len(docs))), family=proxy.chat_family)
+    real = assemble(pieces, proxy.tokenizer)
+    twin = assemble(with_query(pieces, CALIBRATION_QUERY), proxy.tokenizer)
+    rows_r = list(range(real.query_span.start, real.query_span.end))
+    rows_t = list(range(twin.query_span.start, twin.query_span.end))
+    prefix = min(shared_prefix_length(real, twin), real.query_span.start, twin.query_span.start)
+    if shared_prefix:
+        s, c = engine.capture_shared_prefix(
+            real.input_ids[:prefix],
+            [(real.input_ids[prefix:], rows_r), (twin.input_ids[prefix:], rows_t)],
+            heads,
+            early_exit=early_exit,
+        )
+    else:
+        s = engine.capture(real.input_ids, rows_r, heads, early_exit=early_exit)
+        c = engine.capture(twin.input_ids, rows_t, heads, early_exit=early_exit)
+    return s.weights[:, 0, :prefix] - c.weights[:, 0, :prefix]
+
+
+def _with_model(proxy: Proxy, model: object) -> Proxy:
+    """``proxy`` around another copy of its model (the copy gets its own attention engine)."""
+    if hasattr(model, "_ragattn_engine"):
+        del model._ragattn_engine
+    return Proxy(
+        name=proxy.name,
+        model=model,
+        tokenizer=proxy.tokenizer,
+        chat_family=proxy.chat_family,
+        dtype=proxy.dtype,
+        load_seconds=proxy.load_seconds,
+        source=proxy.source,
+    )
+
+
+def bench_levers(
+    proxy: Proxy,
+    data_dir: Path,
+    *,
+    n_docs: int = 20,
+    doc_tokens: int = 128,
+    runs: int = 5,
+    scale_docs: int = 100,
+    bf16: bool = True,
+    quality_queries: int = 0,
+) -> dict:
+    """Every lever of the rerank path on one DL19 query, as same-run ratios against the naive
+    baseline (eager attention, ``output_attentions`` over all layers, two full passes).
+
+    Rows, in order: naive; query-row capture on SDPA (two passes, all layers); + KV reuse for the
+    ``N/A`` twin; + early exit after the deepest QRHead layer; thread count; int8 dynamic
+    quantisation; bf16; whole methods (``fused`` with attention, the default ``fused-no-attention``
+    cold and with its embedding LRU warm); and cost growth from ``n_docs`` to ``scale_docs``.
+    """
+    import copy
+
+    from ragattn.embed import shared_embedder
+    from ragattn.rerank import Reranker
+    from ragattn.rerank.profiles import load_rerank_profile
+    from ragattn.types import RerankResults
+
+    query, docs = dl19_documents(data_dir, max(n_docs, scale_docs), doc_tokens, proxy)
+    few = docs[:n_docs]
+    profile = load_rerank_profile(proxy)
+    every = HeadSet.all(proxy.num_layers, proxy.num_heads)
+    qr = profile.heads
+    threads = torch.get_num_threads()
+    rows: list[LeverRow] = []
+
+    naive = time_runs("naive", lambda: naive_icr(proxy, query, few), runs)
+
+    def add(lever: str, kept: bool, timing: Timing, fidelity: float | None, note: str) -> None:
+        rows.append(
+            LeverRow(
+                lever=lever,
+                kept=kept,
+                median_s=timing.median,
+                runs_s=timing.seconds,
+                speedup=naive.median / timing.median,
+                fidelity=fidelity,
+                note=note,
+            )
+        )
+
+    add(
+        "naive: eager, output_attentions, all layers, 2 full passes", False, naive, None, "baseline"
+    )
+
+    def deltas(p: Proxy, heads: HeadSet, shared: bool, exit_: bool) -> torch.Tensor:
+        return _icr_deltas(p, query, few, heads, shared_prefix=shared, early_exit=exit_)
+
+    ref_all = deltas(proxy, every, False, False)
+    ref_qr = deltas(proxy, qr, False, False)
+
+    def err(x: torch.Tensor, ref: torch.Tensor) -> float:
+        return float((x.sum(0) - ref.sum(0)).abs().max())
+
+    timing = time_runs("rows", lambda: deltas(proxy, every, False, False), runs)
+    add("query-row capture on SDPA (2 passes, all layers)", True, timing, 0.0, "exact by test")
+    timing = time_runs("kv", lambda: deltas(proxy, every, True, False), runs)
+    add(
+        "+ KV reuse: documents encoded once for query and N/A",
+        True,
+        timing,
+        err(deltas(proxy, every, True, False), ref_all),
+        "",
+    )
+    timing = time_runs("exit", lambda: deltas(proxy, qr, True, True), runs)
+    add(
+        f"+ early exit after layer {qr.deepest} (QRHead profile, {len(qr)} heads)",
+        True,
+        timing,
+        err(deltas(proxy, qr, True, True), ref_qr),
+        f"{qr.deepest + 1}/{proxy.num_layers} layers run",
+    )
+    torch.set_num_threads(1)
+    try:
+        timing = time_runs("1 thread", lambda: deltas(proxy, qr, True, True), runs)
+    finally:
+        torch.set_num_threads(threads)
+    add(f"threads 1 (vs {threads})", threads == 1, timing, 0.0, "")
+
+    quant = int8_proxy(proxy)
+    timing = time_runs("int8", lambda: deltas(quant, qr, True, True), runs)
+    add(
+        "int8 dynamic quantisation of the linear layers",
+        False,
+        timing,
+        err(deltas(quant, qr, True, True), ref_qr),
+        "fbgemm on AVX2",
+    )
+    if bf16:
+        half = _with_model(proxy, copy.deepcopy(proxy.model).to(torch.bfloat16))
+        timing = time_runs("bf16", lambda: deltas(half, qr, True, True), 1, warmup=0)
+        add(
+            "bf16 weights and activations",
+            False,
+            timing,
+            err(deltas(half, qr, True, True), ref_qr),
+            "1 run: no native bf16 on this CPU",
+        )
+
+    fused = Reranker(proxy, method="fused")
+    timing = time_runs("fused", lambda: fused.rerank(query, few), runs)
+    add("method fused (QRHead attention + BM25 + MiniLM)", False, timing, None, "whole method")
+    default = Reranker(proxy)
+    embedder = shared_embedder()
+
+    def cold() -> object:
+        embedder.clear_cache()
+        return default.rerank(query, few)
+
+    timing = time_runs("default cold", cold, runs)
+    add(f"method {default.method} (default), documents new", True, timing, None, "whole method")
+    fresh_queries = iter(range(10**6))
+    timing = time_runs(
+        "default warm", lambda: default.rerank(f"{query} ({next(fresh_queries)})", few), runs
+    )
+    add(
+        f"method {default.method}, documents seen before (embedding LRU)",
+        True,
+        timing,
+        None,
+        "a new query each run; only the query is encoded",
+    )
+    scaling = {}
+    for name, reranker in (("fused", fused), (default.method, default)):
+
+        def run(subset: Sequence[Document], r: Reranker = reranker) -> RerankResults:
+            embedder.clear_cache()
+            return r.rerank(query, subset)
+
+        small = time_runs(name, partial(run, few), runs)
+        big = time_runs(name, partial(run, docs), runs)
+        scaling[name] = {
+            "docs": [n_docs, len(docs)],
+            "median_s": [small.median, big.median],
+            "ratio": big.median / small.median,
+            "windows": run(docs).windows,
+        }
+    n_tokens = len(
+        assemble(
+            rerank_pieces(query, few, list(range(len(few))), family=proxy.chat_family),
+            proxy.tokenizer,
+        )
+    )
+    quality = {}
+    if quality_queries:
+        for name, variant in (("fp32", proxy), ("int8", quant)):
+            quality[name] = dl19_ndcg(variant, data_dir, "fused", limit=quality_queries)
+    return {
+        "quality_fused_dl19_top20": quality,
+        "quality_queries": quality_queries,
+        "proxy": proxy.name,
+        "threads": threads,
+        "documents": len(few),
+        "prompt_tokens": n_tokens,
+        "rows": [asdict(r) for r in rows],
+        "scaling": scaling,
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def dl19_ndcg(
+    proxy: Proxy, data_dir: Path, method: str, *, top_k: int = 20, limit: int = 43
+) -> float:
+    """nDCG@10 (trec_eval semantics) of ``method`` reranking the BM25 top ``top_k`` of the first
+    ``limit`` DL19 queries: the quality side of a lever, measured on the lever's proxy copy."""
+    from ragattn.lab.evaluation.datasets import load_candidates
+    from ragattn.lab.evaluation.metrics import ndcg_at_10
+    from ragattn.rerank import Reranker
+
+    rset = load_candidates(
+        data_dir / "candidates_bm25_top100.jsonl", data_dir / "qrels.trec.txt", top_k=top_k
+    )
+    reranker = Reranker(proxy, method=method)
+    run: dict[str, dict[str, float]] = {}
+    for q in rset.queries[:limit]:
+        docs = [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in q.candidates]
+        ranked = reranker.rerank(q.query, docs)
+        run[q.qid] = {str(r.document.id): 1.0 / rank for rank, r in enumerate(ranked, start=1)}
+    qrels = {qid: rset.qrels[qid] for qid in run if qid in rset.qrels}
+    return ndcg_at_10(run, qrels)[0]
+
+
+def int8_proxy(proxy: Proxy) -> Proxy:
+    """A copy of ``proxy`` whose linear layers use int8 dynamic quantisation (fbgemm), as
+    ``load_proxy(..., quantize="int8")`` loads it; the copy lets one run time both."""
+    import copy
+
+    model = torch.ao.quantization.quantize_dynamic(
+        copy.deepcopy(proxy.model), {torch.nn.Linear}, dtype=torch.qint8
+    )
+    return _with_model(proxy, model)

@@ -1,0 +1,109 @@
+"""Adapters that put ragattn's rerank and compression methods into the evaluation harness.
+
+Compression methods score the dataset's own gold-segmented sentences (the same units the baselines
+score), so every row of a selection table is compared on identical units and budgets. Methods that
+share the attention features (fused, sentinel, attention-raw) compute them once per example.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ragattn.assets import default_models_dir
+from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
+from ragattn.compress.focal import focal_scores
+from ragattn.compress.probe import Probe
+from ragattn.compress.registry import PROBE_METHODS, probe_path
+from ragattn.lab.evaluation.datasets import Passage, RerankQuery
+from ragattn.lab.probe_training import FeatureTable, select_columns
+from ragattn.proxy import Proxy
+from ragattn.rerank import Reranker
+from ragattn.types import Document
+
+
+class RerankerSystem:
+    """A :class:`Reranker` as a harness ranker; the first stage's order is passed on."""
+
+    def __init__(self, reranker: Reranker) -> None:
+        self.reranker = reranker
+
+    def __call__(self, query: RerankQuery) -> dict[str, float]:
+        docs = [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in query.candidates]
+        order = sorted(range(len(docs)), key=lambda i: query.candidates[i].first_stage_rank)
+        raw = self.reranker.score(query.query, docs, first_stage_order=order).raw
+        return {c.doc_id: float(s) for c, s in zip(query.candidates, raw, strict=True)}
+
+
+def _documents(passages: Sequence[Passage]) -> tuple[list[Document], list[Unit]]:
+    docs = [Document(text=p.text, title=p.title or None) for p in passages]
+    units = [Unit(d, a, b) for d, p in enumerate(passages) for a, b in p.sentence_spans]
+    return docs, units
+
+
+def _unflatten(flat: np.ndarray, passages: Sequence[Passage]) -> list[np.ndarray]:
+    out, cursor = [], 0
+    for p in passages:
+        out.append(flat[cursor : cursor + len(p.sentence_spans)])
+        cursor += len(p.sentence_spans)
+    return out
+
+
+class FeatureCache:
+    """All feature blocks of each example, computed once and shared by the probe methods (the
+    harness runs one system over all examples before the next)."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+        self._features: dict[tuple[str, tuple[str, ...]], SentenceFeatures] = {}
+
+    def get(self, question: str, passages: Sequence[Passage]) -> SentenceFeatures:
+        key = (question, tuple(p.text for p in passages))
+        if key not in self._features:
+            docs, units = _documents(passages)
+            self._features[key] = sentence_features(self.proxy, question, docs, units)
+        return self._features[key]
+
+
+class ProbeSystem:
+    """A trained probe method (fused / sentinel / lexical) scoring gold sentences."""
+
+    def __init__(self, cache: FeatureCache, method: str, models_dir: Path | None = None) -> None:
+        self.cache = cache
+        self.spec = PROBE_METHODS[method]
+        self.probe = Probe.load(probe_path(models_dir or default_models_dir(), cache.proxy, method))
+
+    def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
+        feats = self.cache.get(question, passages)
+        table = FeatureTable(
+            names=feats.names, x=feats.matrix, y=np.zeros(0), groups=np.zeros(0), sources=()
+        )
+        names, x = select_columns(
+            table, attention=self.spec.attention, lexical=self.spec.lexical, dense=self.spec.dense
+        )
+        return _unflatten(self.probe.predict(names, x), passages)
+
+
+class RawAttentionSystem:
+    """Untrained baseline: mean over all heads of the log context share (Sentinel features)."""
+
+    def __init__(self, cache: FeatureCache) -> None:
+        self.cache = cache
+
+    def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
+        feats = self.cache.get(question, passages)
+        cols = [i for i, n in enumerate(feats.names) if n.startswith("last:")]
+        return _unflatten(feats.matrix[:, cols].mean(axis=1), passages)
+
+
+class FocalSystem:
+    """AttentionRAG's focal answer-prefix token."""
+
+    def __init__(self, proxy: Proxy) -> None:
+        self.proxy = proxy
+
+    def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
+        docs, units = _documents(passages)
+        return _unflatten(focal_scores(self.proxy, question, docs, units)[0], passages)

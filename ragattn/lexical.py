@@ -1,0 +1,54 @@
+"""Lexical and embedding signals over a small set of texts, shared by rerank and compress.
+
+Both the fused reranker (candidate documents) and the sentence probes (sentences of the context)
+score texts against the query with the same two cheap signals, each computed over the given texts
+only (no corpus statistics):
+
+- BM25 (Okapi, rank-bm25) with the given texts as the corpus, divided by its maximum: in [0, 1],
+  all 0 when no query word occurs;
+- MiniLM cosine similarity of each text to the query (the packaged embedder): in [-1, 1].
+
+``sigmoid`` is the logistic map the learned fusions and probes apply to their log-odds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased ``\\w+`` words of ``text``: the tokens BM25 counts."""
+    return [w.lower() for w in _TOKEN.findall(text)]
+
+
+def bm25_scores(query: str, texts: Sequence[str]) -> np.ndarray:
+    """BM25 (Okapi, rank-bm25) of each text for the query, over ``texts`` as the corpus, divided by
+    the maximum (so in [0, 1]; all 0 when nothing matches)."""
+    from rank_bm25 import BM25Okapi
+
+    corpus = [words(s) or ["_"] for s in texts]
+    scores = np.asarray(BM25Okapi(corpus).get_scores(words(query)), dtype=np.float64)
+    scores = np.clip(scores, 0.0, None)
+    top = scores.max() if len(scores) else 0.0
+    return scores / top if top > 0 else scores
+
+
+def dense_scores(query: str, texts: Sequence[str]) -> np.ndarray:
+    """Cosine similarity (packaged MiniLM, in [-1, 1]) of each text to the query."""
+    from ragattn.embed import shared_embedder
+
+    vecs = shared_embedder().encode([query, *texts])
+    return np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """Numerically stable logistic map, for scores that are log-odds; values in [0, 1]."""
+    return np.asarray(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))))
+
+
+__all__ = ["bm25_scores", "dense_scores", "sigmoid", "words"]

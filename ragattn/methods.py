@@ -1,0 +1,101 @@
+"""The method registry design shared by rerank and compress.
+
+Each scoring method is one frozen :class:`MethodSpec`: its name, a one-line description, what it
+needs (the proxy's forward pass, trained probe weights, the MiniLM embedder) and the factory that
+builds it. A :class:`MethodTable` holds the specs of one kind; the facades (``Reranker``,
+``Compressor``) read the needs to load only what a method uses, and every listing (CLI help,
+the unknown-method error, the service's ``/health``) reads the table, so a method is declared once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from ragattn.errors import ConfigError, InvalidInputError
+
+F = TypeVar("F")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MethodSpec(Generic[F]):
+    """One selectable method.
+
+    Attributes:
+        name: the public name (``Reranker(method=name)``, ``RAGATTN_RERANK_METHOD``).
+        factory: builds the method's scorer; its signature is fixed by the table's kind.
+        description: one line for listings.
+        needs_proxy: runs the proxy LLM's forward pass (its weights are loaded only if so).
+        needs_probe: reads trained probe weights (``models/<proxy>/<name>.npz``).
+        needs_embedder: encodes text with the packaged MiniLM.
+        needs_profile: reads a learned head or fusion profile (``models/<proxy>/*.json``).
+    """
+
+    name: str
+    factory: F
+    description: str
+    needs_proxy: bool = True
+    needs_probe: bool = False
+    needs_embedder: bool = False
+    needs_profile: bool = False
+
+    def needs(self) -> tuple[str, ...]:
+        """The names of what the method needs, for listings (``("proxy", "probe")``)."""
+        flags = (
+            ("proxy", self.needs_proxy),
+            ("probe", self.needs_probe),
+            ("embedder", self.needs_embedder),
+            ("profile", self.needs_profile),
+        )
+        return tuple(name for name, needed in flags if needed)
+
+
+class MethodTable(Mapping[str, MethodSpec[F]]):
+    """The methods of one kind (``"rerank"`` or ``"compress"``) by name, iterated in name order."""
+
+    def __init__(self, kind: str, specs: Iterable[MethodSpec[F]]) -> None:
+        self.kind = kind
+        table: dict[str, MethodSpec[F]] = {}
+        for spec in specs:
+            if spec.name in table:
+                raise ConfigError(f"{kind} method {spec.name!r} is declared twice")
+            table[spec.name] = spec
+        self._specs = dict(sorted(table.items()))
+
+    def __getitem__(self, name: str) -> MethodSpec[F]:
+        return self._specs[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __repr__(self) -> str:
+        return f"MethodTable({self.kind!r}, {list(self._specs)})"
+
+    def spec(self, name: str) -> MethodSpec[F]:
+        """The spec of ``name``.
+
+        Raises:
+            InvalidInputError: ``name`` is not a method of this kind; the message lists the valid
+                names.
+        """
+        found = self._specs.get(name) if isinstance(name, str) else None
+        if found is None:
+            raise InvalidInputError(
+                f"unknown {self.kind} method {name!r}; valid: {', '.join(self._specs)}"
+            )
+        return found
+
+    def describe(self) -> str:
+        """One line per method, ``name: description (needs ...)``, for ``--help`` texts."""
+        lines = []
+        for spec in self._specs.values():
+            needs = ", ".join(spec.needs()) or "nothing"
+            lines.append(f"{spec.name}: {spec.description} (needs {needs})")
+        return "\n".join(lines)
+
+
+__all__ = ["MethodSpec", "MethodTable"]

@@ -1,0 +1,80 @@
+"""Per-candidate features of the fused reranker, computed within one query's candidate list.
+
+Every feature is candidate-local (no corpus statistics), so a list scores the same wherever it came
+from: BM25 over the candidates themselves, MiniLM cosine, the calibrated attention mass of a head
+set, and the first stage's rank prior. :func:`fusion_features` z-scores each within the list, so
+fusion weights learned on lists of one size transfer to lists of another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from ragattn.lexical import bm25_scores, dense_scores
+from ragattn.rerank.icr import WindowedAttention
+from ragattn.types import Document
+
+
+def bm25_local(query: str, documents: Sequence[Document]) -> np.ndarray:
+    """BM25 (rank-bm25 Okapi) of each candidate's ``title + text`` over the candidate set itself,
+    divided by the list's maximum: in [0, 1]."""
+    return bm25_scores(query, [f"{d.title or ''} {d.text}" for d in documents])
+
+
+def dense_local(query: str, documents: Sequence[Document]) -> np.ndarray:
+    """MiniLM cosine (in [-1, 1]) of the query and each candidate's ``title + text``."""
+    return dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+
+
+def head_masses(
+    windows: WindowedAttention, query: str, documents: Sequence[Document], order: Sequence[int]
+) -> tuple[np.ndarray, int, list[str]]:
+    """``[n_docs, n_heads]`` calibrated attention mass (sum over each document's tokens) per head,
+    scaled by the window's document count as in :class:`~ragattn.rerank.icr.IcrScorer`; also the
+    number of windows and the warnings. ``order`` is the first stage's, best first."""
+    out = np.zeros((len(documents), len(windows.heads)))
+    wins, warnings = windows.run(query, documents, list(reversed(order)))
+    for win in wins:
+        delta = win.delta.numpy()
+        for i in win.docs:
+            span = win.prompt.document(i).tokens
+            out[i] = delta[:, span.as_slice()].sum(axis=1) * len(win.docs)
+    return out, len(wins), warnings
+
+
+def zscore(x: np.ndarray) -> np.ndarray:
+    """``(x - mean) / std`` within the list; all 0 when the list is constant."""
+    std = x.std()
+    return (x - x.mean()) / std if std > 1e-12 else np.zeros_like(x)
+
+
+def rank_prior(order: Sequence[int]) -> np.ndarray:
+    """``1 / log2(rank + 1)`` of each document in the first stage's order (rank 1 = best)."""
+    prior = np.zeros(len(order))
+    for rank, i in enumerate(order, start=1):
+        prior[i] = 1.0 / math.log2(rank + 1)
+    return prior
+
+
+def fusion_features(
+    attention: np.ndarray | None, bm25: np.ndarray, dense: np.ndarray, prior: np.ndarray
+) -> np.ndarray:
+    """``[n_docs, 3 or 4]``: z-scored (attention,) BM25, MiniLM and rank prior, in the order the
+    stored fusion weights expect."""
+    cols = [zscore(bm25), zscore(dense), zscore(prior)]
+    if attention is not None:
+        cols.insert(0, zscore(attention))
+    return np.stack(cols, axis=1)
+
+
+__all__ = [
+    "bm25_local",
+    "dense_local",
+    "fusion_features",
+    "head_masses",
+    "rank_prior",
+    "zscore",
+]

@@ -1,0 +1,91 @@
+"""The ``ragattn`` command line as a package: every command answers ``--help``, method listings
+come from the registries, ``serve`` arrives through its entry point, and a command whose optional
+dependency is missing fails alone with that dependency's message."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ragattn.cli import app
+from ragattn.errors import MissingDependencyError
+
+runner = CliRunner()
+
+COMMANDS = [
+    ["ask"],
+    ["demo"],
+    ["version"],
+    ["serve"],
+    ["eval", "rerank"],
+    ["eval", "compress"],
+    ["probe", "train"],
+    ["heads", "select"],
+    ["heads", "detect"],
+    ["bench", "attention"],
+    ["bench", "levers"],
+    ["bench", "compress"],
+    ["bench", "startup"],
+    ["index", "build"],
+    ["index", "search"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
+def test_every_command_answers_help(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert f"ragattn {' '.join(command)} [OPTIONS]" in " ".join(result.output.split())
+
+
+def test_root_help_lists_every_command_group() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0, result.output
+    for name in ("ask", "demo", "version", "serve", "eval", "probe", "heads", "bench", "index"):
+        assert f"│ {name} " in result.output
+
+
+def test_method_help_reads_the_registries() -> None:
+    from ragattn.compress import METHODS as COMPRESS
+    from ragattn.rerank import METHODS as RERANK
+
+    rerank = " ".join(runner.invoke(app, ["eval", "rerank", "--help"]).output.split())
+    ask = " ".join(runner.invoke(app, ["ask", "--help"]).output.split())
+    assert all(f"{name}: {spec.description}" in rerank for name, spec in RERANK.items())
+    assert all(f"{name}: {spec.description}" in ask for name, spec in COMPRESS.items())
+    assert "rerank methods (default fused-no-attention)" in ask
+
+
+def test_serve_is_the_services_command_found_by_entry_point() -> None:
+    import api.cli
+
+    command = next(c for c in app.registered_commands if c.name == "serve")
+    assert command.callback is api.cli.serve
+
+
+def test_a_command_with_a_missing_dependency_fails_alone_with_its_message() -> None:
+    cli = typer.Typer()
+    cli.command("ok")(lambda: typer.echo("fine"))
+    missing = MissingDependencyError("'ray' is not installed; install it with: pip install ray")
+    from ragattn.cli import add_unavailable
+
+    add_unavailable(cli, "batch", missing)
+    result = runner.invoke(cli, ["batch", "run", "--input", "x.jsonl"])
+    assert result.exit_code == 2
+    assert f"error: {missing}" in result.output
+    assert runner.invoke(cli, ["ok"]).output == "fine\n"
+
+
+@pytest.mark.slow  # a fresh interpreter
+def test_python_dash_m_runs_the_cli() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "ragattn.cli", "version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    from ragattn import __version__
+
+    assert done.stdout.strip() == __version__

@@ -1,0 +1,233 @@
+"""The layer order of ``ragattn/`` (README "Layout"): imports only go down, never in a circle.
+
+The layer table is written once, here; the README states the same order. A module imports only
+from its own layer or below; rerank and compress never import each other; training and web
+libraries stay out of the runtime. The walk reads every ``import`` statement, function-level ones
+included, without importing anything; imports under ``if TYPE_CHECKING:`` never run, so they count
+for the layers but not for cycles.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2] / "ragattn"
+
+LAYERS: dict[str, int] = {
+    # 1: values, errors, settings, argument checks: no project imports beyond this layer
+    "ragattn._optional": 1,
+    "ragattn._version": 1,
+    "ragattn.errors": 1,
+    "ragattn.memory": 1,
+    "ragattn.methods": 1,
+    "ragattn.settings": 1,
+    "ragattn.types": 1,
+    "ragattn.validation": 1,
+    # 2: loading and text
+    "ragattn.assets": 2,
+    "ragattn.attention": 2,
+    "ragattn.demo": 2,
+    "ragattn.embed": 2,
+    "ragattn.limits": 2,
+    "ragattn.prompt": 2,
+    "ragattn.proxy": 2,
+    "ragattn.sentences": 2,
+    # 3: runtime methods (learned assets are loaded here, never fitted)
+    "ragattn.compress": 3,
+    "ragattn.lexical": 3,
+    "ragattn.rerank": 3,
+    "ragattn.retrieve": 3,
+    # 4: composition; the package facade re-exports from here and below
+    "ragattn": 4,
+    "ragattn.batch": 4,
+    "ragattn.cache": 4,
+    "ragattn.client": 4,
+    "ragattn.fingerprint": 4,
+    "ragattn.generate": 4,
+    "ragattn.integrations": 4,
+    "ragattn.pipeline": 4,
+    # 5: training, head detection, evaluation, benchmarks, model cards
+    "ragattn.lab": 5,
+    # 6: edges (the service, api/, is the other edge and lives outside the package)
+    "ragattn.batch.command": 6,
+    "ragattn.cli": 6,
+}
+"""Each module's layer: the entry of its longest dotted prefix in this table. ``"ragattn"`` is the
+package facade only, not a default for modules missing here."""
+
+RUNTIME_TOP = 4
+LAB_ONLY = ("sklearn", "tqdm")
+"""Third-party packages only the lab may import."""
+NEVER = ("litestar", "api")
+"""Packages no module of ``ragattn`` imports: the service is an edge beside the CLI."""
+APART = (("ragattn.rerank", "ragattn.compress"), ("ragattn.compress", "ragattn.rerank"))
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    source: str
+    target: str
+    line: int
+    typing_only: bool
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.target} (line {self.line})"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE_DIR.rglob("*.py"))}
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    for n in range(len(parts), 1, -1):
+        prefix = ".".join(parts[:n])
+        if prefix in LAYERS:
+            return LAYERS[prefix]
+    if module == "ragattn":
+        return LAYERS[module]
+    raise AssertionError(f"{module} has no layer: add it (or its package) to LAYERS")
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _absolute(source: str, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    package = source.split(".")
+    is_package = MODULES[source].name == "__init__.py"
+    base = package if is_package else package[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join([*base, *([node.module] if node.module else [])])
+
+
+def imports_of(source: str) -> list[Edge]:
+    """Every import in ``source``'s file, as edges to absolute module names."""
+    tree = ast.parse(MODULES[source].read_text(), filename=str(MODULES[source]))
+    edges: list[Edge] = []
+
+    def visit(node: ast.AST, typing_only: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                visit(child, True)
+            for child in node.orelse:
+                visit(child, typing_only)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                edges.append(Edge(source, alias.name, node.lineno, typing_only))
+        elif isinstance(node, ast.ImportFrom):
+            base = _absolute(source, node)
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                target = sub if sub in MODULES else base
+                edges.append(Edge(source, target, node.lineno, typing_only))
+        for child in ast.iter_child_nodes(node):
+            visit(child, typing_only)
+
+    visit(tree, False)
+    return edges
+
+
+EDGES = [edge for module in MODULES for edge in imports_of(module)]
+PROJECT_EDGES = [e for e in EDGES if within(e.target, "ragattn")]
+
+
+def test_every_module_has_a_layer() -> None:
+    assert len(MODULES) > 40  # the walk found the package
+    for module in MODULES:
+        layer_of(module)
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    upward = [
+        f"{edge} imports layer {layer_of(edge.target)} from layer {layer_of(edge.source)}"
+        for edge in PROJECT_EDGES
+        if layer_of(edge.target) > layer_of(edge.source)
+    ]
+    assert upward == []
+
+
+def test_no_import_cycle_between_ragattn_modules() -> None:
+    graph: dict[str, set[str]] = {module: set() for module in MODULES}
+    for edge in PROJECT_EDGES:
+        if not edge.typing_only and edge.target != edge.source:
+            graph[edge.source].add(edge.target)
+    try:
+        TopologicalSorter(graph).prepare()
+    except CycleError as exc:
+        pytest.fail(f"import cycle: {' -> '.join(exc.args[1])}")
+
+
+def test_rerank_and_compress_never_import_each_other() -> None:
+    crossing = [
+        str(edge)
+        for edge in PROJECT_EDGES
+        for one, other in APART
+        if within(edge.source, one) and within(edge.target, other)
+    ]
+    assert crossing == []
+
+
+def test_training_and_web_libraries_stay_out_of_the_runtime() -> None:
+    def top(edge: Edge) -> str:
+        return edge.target.split(".")[0]
+
+    lab_only = [
+        str(edge)
+        for edge in EDGES
+        if top(edge) in LAB_ONLY and layer_of(edge.source) <= RUNTIME_TOP
+    ]
+    never = [str(edge) for edge in EDGES if top(edge) in NEVER]
+    assert lab_only == [] and never == []
+
+
+def test_the_walk_sees_function_level_and_type_checking_imports() -> None:
+    # Guards the walk itself: a lazy import inside a function and a typing-only import are found.
+    cli = [e for e in EDGES if e.source == "ragattn.cli.eval"]
+    assert any(e.target == "ragattn.lab.evaluation.systems" for e in cli)
+    attention = [e for e in EDGES if e.source == "ragattn.attention"]
+    assert [e.typing_only for e in attention if e.target == "ragattn.proxy"] == [True]
+    proxy = [e for e in EDGES if e.source == "ragattn.proxy"]
+    assert any(e.target == "ragattn.attention" and not e.typing_only for e in proxy)
+
+
+@pytest.mark.slow  # a fresh interpreter imports torch
+def test_importing_the_library_loads_no_training_web_or_lab_code() -> None:
+    # torch.hub imports tqdm when it is installed; blocking the three packages makes any import of
+    # them by ragattn fail loudly, while torch falls back to its own stand-in.
+    code = (
+        "import sys\n"
+        "for name in ('sklearn', 'tqdm', 'litestar'):\n"
+        "    sys.modules[name] = None\n"
+        "import ragattn\n"
+        "from ragattn import Compressor, Reranker\n"
+        "loaded = [m for m in sys.modules if sys.modules[m] is not None]\n"
+        "print(sorted(m for m in loaded if m.split('.')[0] in ('sklearn', 'tqdm', 'litestar', "
+        "'api') or m == 'ragattn.lab' or m.startswith(('ragattn.lab.', 'ragattn.cli.')) "
+        "or m == 'ragattn.cli'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
