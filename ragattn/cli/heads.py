@@ -29,22 +29,48 @@ def heads_select(
     scifact: bool = typer.Option(
         False, help="Add SciFact train claims (BM25 top-20 over the corpus) as a fourth source."
     ),
+    lexical_only: bool = typer.Option(
+        False,
+        "--lexical-only",
+        help="Refit only the fusions without attention (BM25 + MiniLM, with and without the rank "
+        "prior) of the existing profile: no proxy forward.",
+    ),
 ) -> None:
     """QRHead selection and rank fusion on training questions; writes \
 models/<proxy>/rerank-profile.json."""
     from ragattn.assets import default_models_dir, proxy_slug
     from ragattn.lab.profile_writers import write_rerank_profile
-    from ragattn.lab.qrhead import fit_rerank_profile
+    from ragattn.lab.qrhead import fit_rerank_profile, refit_lexical_fusions
     from ragattn.proxy import load_proxy
 
-    loaded = load_proxy(proxy, threads=threads)
-    payload = fit_rerank_profile(loaded, data, per_source=per_source, top_k=top_k, scifact=scifact)
-    write_rerank_profile((models_dir or default_models_dir()) / proxy_slug(loaded), payload)
-    typer.echo(
-        json.dumps(
-            {k: payload[k] for k in ("heads", "train_ndcg_at_10", "training_questions")}, indent=1
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    target = (models_dir or default_models_dir()) / proxy_slug(proxy)
+    if lexical_only:
+        from ragattn.assets import packaged_models_dir
+        from ragattn.rerank.profiles import PROFILE_FILENAME
+
+        sources = [
+            target / PROFILE_FILENAME,
+            packaged_models_dir() / proxy_slug(proxy) / PROFILE_FILENAME,
+        ]
+        found = next((f for f in sources if f.is_file()), None)
+        if found is None:
+            raise typer.BadParameter(
+                f"no rerank profile for {proxy!r} to refit; run 'ragattn heads select' first"
+            )
+        current = json.loads(found.read_text())
+        payload = refit_lexical_fusions(current, data, per_source=per_source, scifact=scifact)
+    else:
+        loaded = load_proxy(proxy, threads=threads)
+        payload = fit_rerank_profile(
+            loaded, data, per_source=per_source, top_k=top_k, scifact=scifact
         )
-    )
+    path = write_rerank_profile(target, payload)
+    typer.echo(json.dumps({"fusion": payload["fusion"]}, indent=1))
+    typer.echo(f"wrote {path}")
 
 
 @heads_app.command("detect")

@@ -22,9 +22,49 @@ from ragattn.lab import rerank_training as training
 from ragattn.lab.evaluation.metrics import list_ndcg_at_10
 from ragattn.proxy import Proxy
 
+FUSION_FEATURES = {
+    "attention": ["qrhead", "bm25", "minilm", "rank_prior"],
+    "lexical": ["bm25", "minilm", "rank_prior"],
+    "lexical-order-free": ["bm25", "minilm"],
+}
+"""The features of each fusion in the profile, in the order of its weights."""
+
 
 def _mean_ndcg(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray]) -> float:
     return float(np.mean(list_ndcg_at_10(scores, labels)))
+
+
+def _fusions(
+    table: training.RerankTable, index: Sequence[int], *, attention: bool
+) -> dict[str, dict[str, Any]]:
+    keys = [("lexical", False, True), ("lexical-order-free", False, False)]
+    if attention:
+        keys.insert(0, ("attention", True, True))
+    out = {}
+    for key, att, prior in keys:
+        coef, intercept = training.fit_fusion(table, index, attention=att, prior=prior)
+        out[key] = {"coef": coef.tolist(), "intercept": intercept}
+    return out
+
+
+def refit_lexical_fusions(
+    payload: dict[str, Any], data_dir: Path, *, per_source: int, scifact: bool = False
+) -> dict[str, Any]:
+    """Refit only the fusions without attention (``lexical`` and ``lexical-order-free``) of an
+    existing profile payload, from BM25 and MiniLM features of the training questions: no proxy
+    forward, minutes instead of the full recipe. Heads and the attention fusion are kept."""
+    examples = training.load_rerank_training(data_dir, per_source, scifact=scifact)
+    table = training.extract(None, examples)
+    fusion = {**payload["fusion"], **_fusions(table, [], attention=False)}
+    flag = " --scifact" if scifact else ""
+    return {
+        **payload,
+        "fusion": fusion,
+        "fusion_features": FUSION_FEATURES,
+        "lexical_training_questions": dict(Counter(ex.source for ex in examples)),
+        "lexical_command": f"ragattn heads select --lexical-only --per-source {per_source}{flag}",
+        "lexical_date": dt.date.today().isoformat(),
+    }
 
 
 def fit_rerank_profile(
@@ -48,10 +88,7 @@ def fit_rerank_profile(
     heads = HeadSet.from_layers(proxy.full_attention_layers(), proxy.num_heads)
     chosen, scores = training.select_heads(table, heads, top_k)
     index = [heads.pairs.index(p) for p in chosen]
-    fusion = {}
-    for key, attention in (("attention", True), ("lexical", False)):
-        coef, intercept = training.fit_fusion(table, index, attention=attention)
-        fusion[key] = {"coef": coef.tolist(), "intercept": intercept}
+    fusion = _fusions(table, index, attention=True)
     train_ndcg = {
         "bm25": _mean_ndcg(table.bm25, table.labels),
         "minilm": _mean_ndcg(table.dense, table.labels),
@@ -63,10 +100,7 @@ def fit_rerank_profile(
         "heads": [list(p) for p in chosen],
         "head_train_ndcg": scores,
         "fusion": fusion,
-        "fusion_features": {
-            "attention": ["qrhead", "bm25", "minilm", "rank_prior"],
-            "lexical": ["bm25", "minilm", "rank_prior"],
-        },
+        "fusion_features": FUSION_FEATURES,
         "train_ndcg_at_10": train_ndcg,
         "training_questions": dict(Counter(ex.source for ex in examples)),
         "command": f"ragattn heads select --per-source {per_source} --top-k {top_k}",
@@ -74,4 +108,4 @@ def fit_rerank_profile(
     }
 
 
-__all__ = ["fit_rerank_profile"]
+__all__ = ["FUSION_FEATURES", "fit_rerank_profile", "refit_lexical_fusions"]

@@ -137,15 +137,22 @@ class RerankTable:
     labels: list[np.ndarray]
 
 
-def extract(proxy: Proxy, examples: Sequence[RerankExample]) -> RerankTable:
-    windows = WindowedAttention(
-        proxy, HeadSet.from_layers(proxy.full_attention_layers(), proxy.num_heads)
+def extract(proxy: Proxy | None, examples: Sequence[RerankExample]) -> RerankTable:
+    """Per-list features of the training questions. With ``proxy`` None, no attention is run
+    (``masses`` stays empty): enough to fit the fusions without attention."""
+    windows = (
+        None
+        if proxy is None
+        else WindowedAttention(
+            proxy, HeadSet.from_layers(proxy.full_attention_layers(), proxy.num_heads)
+        )
     )
     table = RerankTable(masses=[], bm25=[], dense=[], prior=[], labels=[])
     for ex in tqdm(examples, desc="rerank features", unit="q"):
         bm25 = bm25_local(ex.query, ex.documents)
         order = sorted(range(len(ex.documents)), key=lambda i: (-bm25[i], i))
-        table.masses.append(head_masses(windows, ex.query, ex.documents, order)[0])
+        if windows is not None:
+            table.masses.append(head_masses(windows, ex.query, ex.documents, order)[0])
         table.bm25.append(bm25)
         table.dense.append(dense_local(ex.query, ex.documents))
         table.prior.append(rank_prior(order))
@@ -170,16 +177,19 @@ def select_heads(
 
 
 def fit_fusion(
-    table: RerankTable, head_index: Sequence[int], *, attention: bool
+    table: RerankTable, head_index: Sequence[int], *, attention: bool, prior: bool = True
 ) -> tuple[np.ndarray, float]:
+    """L2 logistic regression (C=1, balanced classes) on the z-scored list features: with or
+    without the attention feature, and with or without the rank prior (``prior=False`` is the
+    order-free fusion the reranker uses when the caller passes no first-stage order)."""
     from sklearn.linear_model import LogisticRegression
 
     xs, ys = [], []
-    for masses, bm25, dense, prior, labels in zip(
-        table.masses, table.bm25, table.dense, table.prior, table.labels, strict=True
+    for i, (bm25, dense, rank, labels) in enumerate(
+        zip(table.bm25, table.dense, table.prior, table.labels, strict=True)
     ):
-        att = masses[:, list(head_index)].sum(axis=1) if attention else None
-        xs.append(fusion_features(att, bm25, dense, prior))
+        att = table.masses[i][:, list(head_index)].sum(axis=1) if attention else None
+        xs.append(fusion_features(att, bm25, dense, rank if prior else None))
         ys.append(labels)
     model = LogisticRegression(C=1.0, max_iter=1000, class_weight="balanced").fit(
         np.concatenate(xs), np.concatenate(ys)

@@ -25,13 +25,18 @@ class Reranker:
         proxy: a loaded :class:`Proxy` or a name/path for :func:`ragattn.proxy.load_proxy`
             (default: the packaged SmolLM2-135M).
         method: a key of :data:`METHODS` (default: the best measured configuration).
-        dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``threads`` is
-            applied even when no proxy is loaded).
+        device: where the proxy runs: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
+            ``"cuda"``, ``"cuda:N"`` or ``"mps"``; checked at once even when the method loads no
+            proxy. A loaded ``proxy`` keeps its own device.
+        dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
+            bf16 on CUDA, fp32 on CPU and MPS; ``threads`` is applied even when no proxy is
+            loaded).
         memo: share one all-heads capture between rerankers scoring the same lists (evaluations).
 
     Raises:
         InvalidInputError: an unknown method (the message lists the valid ones).
         ModelLoadError: the proxy or a learned profile the method reads is missing.
+        ConfigError: a device this machine does not have (the message lists the available ones).
     """
 
     def __init__(
@@ -39,13 +44,14 @@ class Reranker:
         proxy: str | Proxy = DEFAULT_PROXY,
         *,
         method: str = DEFAULT_METHOD,
-        dtype: str = "float32",
+        device: str = "auto",
+        dtype: str = "auto",
         threads: int | None = None,
         memo: AttentionMemo | None = None,
     ) -> None:
         self.spec = METHODS.spec(method)
         self.method = method
-        self._proxy = LazyProxy(proxy, dtype=dtype, threads=threads)
+        self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
         if self.spec.needs_proxy:
             self._proxy.get()
         else:
@@ -75,8 +81,8 @@ class Reranker:
         docs = as_documents(documents)
         if not docs:
             raise InvalidInputError("documents must hold at least one document")
-        order = list(range(len(docs))) if first_stage_order is None else list(first_stage_order)
-        if sorted(order) != list(range(len(docs))):
+        order = None if first_stage_order is None else list(first_stage_order)
+        if order is not None and sorted(order) != list(range(len(docs))):
             raise InvalidInputError(
                 "first_stage_order must be a permutation of the document indices"
             )
@@ -97,11 +103,16 @@ class Reranker:
             documents: strings, :class:`~ragattn.types.Document` s or mappings with ``text``
                 (and optional ``id``, ``title``).
             top_n: return only the best ``top_n`` (default: all); at most ``len(documents)``.
-            first_stage_order: the first stage's ranking (indices, best first); default: input
-                order. The best first-stage document is placed nearest the query.
+            first_stage_order: the first stage's ranking (indices, best first), when the
+                documents come from a retriever whose order should count. Default None: input
+                position means nothing (as in Cohere's API and LangChain's compressors); methods
+                that can use a rank prior (``fused``, ``fused-no-attention``) use it only when
+                given, and listwise methods then place the best first-stage document nearest the
+                query.
 
         Returns:
-            Results in descending relevance; ties keep input order. ``index`` is the input position.
+            Results in descending relevance; exact ties keep input order. ``index`` is the input
+            position.
 
         Raises:
             InvalidInputError: empty query, no documents, a malformed document, or ``top_n < 1``.

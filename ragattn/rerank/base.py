@@ -26,10 +26,15 @@ class DocScores:
 
 
 class Scorer(Protocol):
-    """Scores documents for a query. ``first_stage_order`` lists document indices best first."""
+    """Scores documents for a query.
+
+    ``first_stage_order`` lists document indices best first when the caller has a first stage
+    (a retriever's ranking), and is None otherwise: input position is never a ranking signal.
+    Listwise methods still read the documents in one prompt order (input order when None).
+    """
 
     name: str
 
     def score(
-        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]
+        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int] | None
     ) -> DocScores: ...

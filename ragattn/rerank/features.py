@@ -38,7 +38,7 @@ def head_masses(
     out = np.zeros((len(documents), len(windows.heads)))
     wins, warnings = windows.run(query, documents, list(reversed(order)))
     for win in wins:
-        delta = win.delta.numpy()
+        delta = win.delta.cpu().numpy()
         for i in win.docs:
             span = win.prompt.document(i).tokens
             out[i] = delta[:, span.as_slice()].sum(axis=1) * len(win.docs)
@@ -46,9 +46,15 @@ def head_masses(
 
 
 def zscore(x: np.ndarray) -> np.ndarray:
-    """``(x - mean) / std`` within the list; all 0 when the list is constant."""
-    std = x.std()
-    return (x - x.mean()) / std if std > 1e-12 else np.zeros_like(x)
+    """``(x - mean) / std`` within the list; all 0 when the list is constant.
+
+    The mean and the deviation are summed over the sorted values, so they do not depend on the
+    order of the list: the same documents in another input order get bit-identical features.
+    """
+    ordered = np.sort(x)
+    mean = ordered.mean()
+    std = float(np.sqrt(np.sort((ordered - mean) ** 2).mean()))
+    return (x - mean) / std if std > 1e-12 else np.zeros_like(x)
 
 
 def rank_prior(order: Sequence[int]) -> np.ndarray:
@@ -59,12 +65,24 @@ def rank_prior(order: Sequence[int]) -> np.ndarray:
     return prior
 
 
+def local_bm25_order(bm25: np.ndarray, documents: Sequence[Document]) -> list[int]:
+    """The candidates by descending candidate-local BM25, ties by text then index: the order the
+    fusion weights were fitted with (``ragattn heads select`` ranks its training lists so), and
+    one that depends on the documents only, not on where the caller put them."""
+    return sorted(range(len(documents)), key=lambda i: (-bm25[i], documents[i].text, i))
+
+
 def fusion_features(
-    attention: np.ndarray | None, bm25: np.ndarray, dense: np.ndarray, prior: np.ndarray
+    attention: np.ndarray | None,
+    bm25: np.ndarray,
+    dense: np.ndarray,
+    prior: np.ndarray | None,
 ) -> np.ndarray:
-    """``[n_docs, 3 or 4]``: z-scored (attention,) BM25, MiniLM and rank prior, in the order the
-    stored fusion weights expect."""
-    cols = [zscore(bm25), zscore(dense), zscore(prior)]
+    """``[n_docs, 2 to 4]``: z-scored (attention,) BM25, MiniLM (and rank prior), in the order the
+    stored fusion weights expect. ``prior`` None is the order-free fusion: no rank feature."""
+    cols = [zscore(bm25), zscore(dense)]
+    if prior is not None:
+        cols.append(zscore(prior))
     if attention is not None:
         cols.insert(0, zscore(attention))
     return np.stack(cols, axis=1)
@@ -75,6 +93,7 @@ __all__ = [
     "dense_local",
     "fusion_features",
     "head_masses",
+    "local_bm25_order",
     "rank_prior",
     "zscore",
 ]

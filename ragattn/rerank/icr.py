@@ -180,7 +180,11 @@ class WindowedAttention:
         if found is None:
             found = self._run(query, documents, prompt_order, superset)
             self.memo.put(key, found)
-        rows = torch.tensor([superset.pairs.index(p) for p in self.heads.pairs], dtype=torch.long)
+        rows = torch.tensor(
+            [superset.pairs.index(p) for p in self.heads.pairs],
+            dtype=torch.long,
+            device=self.proxy.device,
+        )
         windows, warnings = found
         return [
             WindowAttention(prompt=w.prompt, delta=w.delta.index_select(0, rows), docs=w.docs)
@@ -337,16 +341,19 @@ class IcrScorer:
         return self.windows.heads
 
     def score(
-        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int]
+        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int] | None
     ) -> DocScores:
         """Raw score of a document: its calibrated attention mass (probability units summed over
         the selected heads and the document's kept tokens) times the number of documents in its
         window, so windows of different sizes stay comparable; with ``orders=2`` the mean over the
-        first-stage order (best last, nearest the query) and its reverse."""
+        first-stage order (best last, nearest the query) and its reverse. Without a first-stage
+        order the documents are read in input order: ICR is listwise, so its scores keep a residual
+        dependence on that order (BENCHMARKS.md §2 measures it)."""
         tok = self.windows.proxy.tokenizer
         query_ids = set(tok(query.lower(), add_special_tokens=False)["input_ids"])
         query_ids |= set(tok(query, add_special_tokens=False)["input_ids"])
-        prompt_order = list(reversed(first_stage_order))
+        order = range(len(documents)) if first_stage_order is None else first_stage_order
+        prompt_order = list(reversed(order))
         raw, n_windows, warnings = self._raw(query, documents, prompt_order, query_ids)
         if self.orders == 2:
             raw2, n2, _ = self._raw(query, documents, prompt_order[::-1], query_ids)
@@ -370,7 +377,7 @@ class IcrScorer:
         windows, warnings = self.windows.run(query, documents, prompt_order)
         raw = np.zeros(len(documents), dtype=np.float64)
         for win in windows:
-            per_token = win.delta.sum(dim=0).numpy().astype(np.float64)
+            per_token = win.delta.sum(dim=0).cpu().numpy().astype(np.float64)
             spans = [win.prompt.document(i).tokens for i in win.docs]
             masses = [per_token[sp.as_slice()] for sp in spans]
             if self.idf:
