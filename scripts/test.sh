@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install ragattn with its dev extras, start a real Redis on loopback, run the whole test suite.
+# Install ragattn with its dev extras, start a real Redis on loopback, run the style and type
+# gates, the wheel check and the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh dev
@@ -19,7 +20,11 @@ if command -v redis-server >/dev/null 2>&1; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
-# Style gate first (seconds): the lint and format rules in pyproject.toml.
+# Style and type gates first (seconds): the lint, format and mypy rules in pyproject.toml.
 ruff check ragattn api tests pipelines
 ruff format --check ragattn api tests pipelines
+mypy
+# What a new user installs: the built wheel in a fresh venv, used from outside the checkout
+# (default Reranker / Compressor, `ragattn demo`, and the Docker image's install serving HTTP).
+bash scripts/wheel_check.sh
 python -m pytest "$@"
