@@ -30,6 +30,10 @@ class MethodSpec(Generic[F]):
         needs_probe: reads trained probe weights (``models/<proxy>/<name>.npz``).
         needs_embedder: encodes text with the packaged MiniLM.
         needs_profile: reads a learned head or fusion profile (``models/<proxy>/*.json``).
+        score_scale: what ``raw_score`` is and how ``relevance_score`` (in [0, 1]) maps from it,
+            for this method on every route that reports it (the CLI demo prints it).
+        order_free: the ranking does not depend on the input order of the documents (listwise
+            attention methods read the documents in one prompt order and do depend on it).
     """
 
     name: str
@@ -39,6 +43,8 @@ class MethodSpec(Generic[F]):
     needs_probe: bool = False
     needs_embedder: bool = False
     needs_profile: bool = False
+    score_scale: str = ""
+    order_free: bool = False
 
     def needs(self) -> tuple[str, ...]:
         """The names of what the method needs, for listings (``("proxy", "probe")``)."""

@@ -40,6 +40,14 @@ def demo(
             f"{res.raw_score:.3f}",
         )
     console.print(table)
+    from ragattn.rerank import METHODS
+
+    spec = METHODS[ranked.method]
+    console.print(
+        "[dim]input index: position in the input list; "
+        f"{spec.score_scale} (method {spec.name!r}, the same on every route); "
+        f"{'independent of' if spec.order_free else 'depends on'} the input order[/]"
+    )
     started = time.perf_counter()
     out = Compressor(loaded).compress(QUERY, [r.document for r in ranked], ratio=ratio)
     compress_s = time.perf_counter() - started

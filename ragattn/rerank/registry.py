@@ -52,6 +52,15 @@ def _heads(choice: HeadChoice, proxy: Proxy) -> HeadSet | str:
     return choice
 
 
+ICR_SCALE = (
+    "raw_score: calibrated attention mass (probability units summed over the heads and the "
+    "document's tokens) times the window's document count; relevance_score = "
+    "sigmoid(raw / (0.01 x heads))"
+)
+FUSION_SCALE = "raw_score: the fusion's log-odds of relevance; relevance_score = sigmoid(raw)"
+MINILM_SCALE = "raw_score: MiniLM cosine in [-1, 1]; relevance_score = (raw + 1) / 2"
+
+
 def _icr(
     name: str,
     description: str,
@@ -85,6 +94,8 @@ def _icr(
         factory=build,
         description=description,
         needs_profile=heads in ("qrhead", "retrieval"),
+        score_scale=ICR_SCALE,
+        order_free=docs_per_window == 1,
     )
 
 
@@ -139,6 +150,7 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
             description="learned fusion of QRHead attention, BM25, MiniLM and a rank prior",
             needs_embedder=True,
             needs_profile=True,
+            score_scale=FUSION_SCALE,
         ),
         MethodSpec(
             name="minilm",
@@ -146,6 +158,8 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
             description="MiniLM cosine of query and document",
             needs_proxy=False,
             needs_embedder=True,
+            score_scale=MINILM_SCALE,
+            order_free=True,
         ),
         MethodSpec(
             name="fused-no-attention",
@@ -154,6 +168,8 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
             needs_proxy=False,
             needs_embedder=True,
             needs_profile=True,
+            score_scale=FUSION_SCALE,
+            order_free=True,
         ),
     ],
 )
