@@ -14,9 +14,10 @@ dataset of the same rows, in the same order, with these columns added:
 
 The work runs in a fixed pool of ``workers`` Ray actors (``map_batches`` with a callable class),
 each loading the proxy once, so the values are exactly those of :meth:`Reranker.rerank` /
-:meth:`Compressor.compress` for the same row. Nothing here calls ``ray.init``: Ray Data starts a
-local Ray on first use, or use the cluster you connected to. ``ragattn batch`` (:mod:`.command`)
-runs the same over files, resumably. ``import ragattn`` never imports Ray.
+:meth:`Compressor.compress` for the same row. Connect to a cluster with
+``ray.init(address=...)`` first; without it a local Ray is started, as Ray Data itself would.
+``ragattn batch`` (:mod:`.command`) runs the same over files, resumably. ``import ragattn`` never
+imports Ray.
 """
 
 from __future__ import annotations

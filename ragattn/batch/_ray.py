@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from ragattn._optional import require
 from ragattn.batch._rows import OUTCOME, RESULT_COLUMNS, BatchTask, RowProcessor
+from ragattn.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    import pyarrow
+    import pyarrow  # type: ignore[import-untyped]
     import ray.data
 
 logger = logging.getLogger(__name__)
@@ -117,9 +118,11 @@ def map_task(
     import ray.data
 
     if workers < 1:
-        raise ValueError(f"workers must be >= 1 on Ray, got {workers}")
+        raise InvalidInputError(f"workers must be >= 1 on Ray, got {workers}")
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InvalidInputError(f"batch_size must be >= 1, got {batch_size}")
+    if not ray.is_initialized():
+        ray.init()  # what Ray Data does on first use; the CPU count is needed before that
     threads = task.threads or default_threads(workers)
     task = dataclasses.replace(task, threads=threads)
     total = ray.cluster_resources().get("CPU", 0.0)
@@ -154,6 +157,10 @@ def init_ray(*, address: str | None, cpus: int, quiet: bool) -> bool:
     was already initialised by the caller's own code.
     """
     ray = require("ray", extra="batch")
+    if quiet:
+        import ray.data  # configures Ray Data's loggers on import; lower them after that
+
+        logging.getLogger("ray.data").setLevel(logging.WARNING)
     if ray.is_initialized():
         return False
     common: dict[str, Any] = {
@@ -165,10 +172,6 @@ def init_ray(*, address: str | None, cpus: int, quiet: bool) -> bool:
         ray.init(address=address, **common)
     else:
         ray.init(num_cpus=cpus, include_dashboard=False, **common)
-    if quiet:
-        import ray.data  # configures Ray Data's loggers on import; lower them after that
-
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
     return True
 
 

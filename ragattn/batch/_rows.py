@@ -11,6 +11,7 @@ JSON fails alone instead of failing the file's read.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import math
@@ -115,14 +116,12 @@ class BatchTask:
 
 
 def _check_method(kind: TaskKind, method: str) -> None:
-    if kind == "rerank":
-        from ragattn.rerank import METHODS
-    else:
-        from ragattn.compress import METHODS
-    if method not in METHODS:
+    module = importlib.import_module("ragattn.rerank" if kind == "rerank" else "ragattn.compress")
+    names = module.METHODS
+    if method not in names:
         what = "rerank" if kind == "rerank" else "compress"
         raise InvalidInputError(
-            f"unknown {what} method {method!r}; valid: {', '.join(sorted(METHODS))}"
+            f"unknown {what} method {method!r}; valid: {', '.join(sorted(names))}"
         )
 
 
@@ -177,12 +176,12 @@ def parse_raw(raw: bytes) -> dict[str, Any]:
     return record
 
 
-def source_record(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The caller's row: the parsed JSONL line, or the dataset's own columns (outcome, result and
-    internal columns removed)."""
+def source_record(row: Mapping[str, Any], added: Collection[str] = ()) -> dict[str, Any]:
+    """The caller's row: the parsed JSONL line, or the dataset's own columns less the internal,
+    outcome and ``added`` (result) columns."""
     if row.get(RAW) is not None:
         return parse_raw(row[RAW])
-    drop = {*INTERNAL, *OUTCOME, "results", "warnings", "compression"}
+    drop = {*INTERNAL, *OUTCOME, *added}
     return {k: v for k, v in row.items() if k not in drop}
 
 

@@ -1,4 +1,4 @@
-"""``ragattn batch rerank|compress|rerank-compress``: a file-to-file job on Ray Data (an edge).
+"""ragattn batch rerank|compress|rerank-compress: a file-to-file job on Ray Data (an edge).
 
 Builds a :class:`BatchTask` from the options, runs :func:`run_batch` and prints its one-line
 summary. Exit codes: 0 every row written or skipped, 1 some rows failed (see the errors file),
@@ -27,24 +27,24 @@ batch_app = typer.Typer(
 
 INPUT = typer.Option(..., "--input", "-i", help="A JSONL or Parquet file, a folder, or a glob.")
 OUTPUT = typer.Option(..., "--output", "-o", help="OUT (JSONL); ids already there are skipped.")
-ERRORS = typer.Option(None, "--errors", help="Errors file [default: <OUT stem>.errors.jsonl].")
+ERRORS = typer.Option(None, "--errors", help="Errors file (default: <OUT stem>.errors.jsonl).")
 METHOD = typer.Option(
-    None, "--method", help="Scoring method [default: the library's best]; an unknown one lists all."
+    None, "--method", help="Scoring method (default: the library's best); an unknown one lists all."
 )
-PROXY = typer.Option(None, "--proxy", help="Proxy name or path [default: the packaged one].")
+PROXY = typer.Option(None, "--proxy", help="Proxy name or path (default: the packaged one).")
 WORKERS = typer.Option(
     1, "--workers", min=0, help="Ray actors, each loading the proxy once; 0: this process, no Ray."
 )
 THREADS = typer.Option(
-    None, "--threads", min=1, help="Torch threads per worker [default: cores / workers]."
+    None, "--threads", min=1, help="Torch threads per worker (default: cores / workers)."
 )
 ADDRESS = typer.Option(
-    None, "--ray-address", envvar="RAY_ADDRESS", help="A running Ray cluster [default: local]."
+    None, "--ray-address", envvar="RAY_ADDRESS", help="A running Ray cluster (default: local)."
 )
 BATCH = typer.Option(8, "--batch-size", min=1, help="Rows per worker call.")
 PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show a progress display.")
 QUIET = typer.Option(False, "--quiet", help="Keep Ray's own logs off the console.")
-TOP_N = typer.Option(None, "--top-n", min=1, help="Keep the best N documents [default: all].")
+TOP_N = typer.Option(None, "--top-n", min=1, help="Keep the best N documents (default: all).")
 RATIO = typer.Option(None, "--ratio", help="Fraction of tokens to keep, in (0, 1].")
 TARGET = typer.Option(None, "--target-tokens", min=1, help="Keep at most this many tokens.")
 THRESHOLD = typer.Option(None, "--threshold", help="Keep sentences scoring at least this.")
@@ -115,7 +115,7 @@ def rerank(
     progress: bool = PROGRESS,
     quiet: bool = QUIET,
 ) -> None:
-    """Rerank each row's documents: OUT rows gain Cohere-shaped ``results`` and ``warnings``."""
+    """Rerank each row's documents: OUT rows gain Cohere-shaped results and warnings."""
     _job(
         "rerank",
         input=input,
@@ -150,7 +150,7 @@ def compress(
     progress: bool = PROGRESS,
     quiet: bool = QUIET,
 ) -> None:
-    """Compress each row's documents under one budget: OUT rows gain ``compression``."""
+    """Compress each row's documents under one budget: OUT rows gain compression."""
     _job(
         "compress",
         input=input,
@@ -188,8 +188,8 @@ def rerank_compress(
     progress: bool = PROGRESS,
     quiet: bool = QUIET,
 ) -> None:
-    """Rank and compress from one scoring pass (a compress method): OUT rows gain ``results``,
-    ``warnings`` and ``compression`` of the best ``--top-n`` documents."""
+    """Rank and compress from one scoring pass (a compress method): OUT rows gain results,
+    warnings and compression of the best --top-n documents."""
     _job(
         "rerank-compress",
         input=input,

@@ -245,7 +245,7 @@ class ResultWriter:
         elif status == STATUS_OK and row_id in self._written_ids:
             self._fail(row, row_id, DUPLICATE_ID, f"id {row_id!r} appears more than once")
         elif status == STATUS_OK:
-            record = source_record(row)
+            record = source_record(row, self.fields)
             record.update({name: row[name] for name in self.fields})
             self._out.write(_dumps(record))
             self._written_ids.add(str(row_id))

@@ -49,8 +49,9 @@ def run_batch(
         output: OUT, a JSONL file; rows whose id is already there are skipped.
         errors: the errors file (default: ``<OUT stem>.errors.jsonl`` beside OUT).
         workers: Ray actors, each loading the proxy once; ``0`` runs in this process, no Ray.
-        ray_address: a running cluster (``ray://...`` or ``auto``); None: a local Ray with
-            ``workers * threads + 1`` CPUs (one for the reading tasks).
+        ray_address: a running cluster (``ray://...`` or ``auto``); None: ``$RAY_ADDRESS`` when
+            set (Ray reads it too, and a local start must not clash with it), else a local Ray
+            with ``workers * threads + 1`` CPUs (one for the reading tasks).
         batch_size: rows per actor call, and per block of the dataset.
         progress: Ray Data's progress bars (Ray path).
         quiet: keep Ray's own logs off the console.
@@ -150,7 +151,7 @@ def _run_ray(
         ds.context.enable_progress_bars = progress
         ds = map_task(ds, task, workers=workers, batch_size=batch_size, skip_ids=done)
         for batch in ds.iter_batches(batch_format="pyarrow", batch_size=None):
-            for row in batch.to_pylist():
+            for row in batch.to_pylist():  # type: ignore[union-attr]
                 writer.write(row)
             writer.flush()
     finally:

@@ -40,6 +40,13 @@ def eval_rerank(
     ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     threads: int | None = typer.Option(None, help="torch threads."),
+    first_stage: bool = typer.Option(
+        True,
+        "--first-stage/--no-first-stage",
+        help="Pass the first stage's order to the rerank methods (a retriever's setting), or "
+        "not (the service's setting: query and documents only; candidates are then shuffled "
+        "with a fixed seed, so input position carries nothing).",
+    ),
     out: Path | None = typer.Option(None, help="Write the report as JSON."),
 ) -> None:
     """nDCG@10 (trec_eval semantics) of each system over the first stage's top K."""
@@ -84,7 +91,9 @@ def eval_rerank(
             from ragattn.rerank import Reranker
 
             loaded = loaded or load_proxy(proxy, threads=threads)
-            rankers[name] = RerankerSystem(Reranker(loaded, method=name, memo=memo))
+            rankers[name] = RerankerSystem(
+                Reranker(loaded, method=name, memo=memo), first_stage=first_stage
+            )
     report = harness.evaluate_rerank(queries, judged, rankers)
     typer.echo(f"{len(queries)} queries, top {top_k}\n" + report.to_markdown())
     if out:

@@ -7,6 +7,7 @@ share the attention features (fused, sentinel, attention-raw) compute them once 
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,16 +26,27 @@ from ragattn.types import Document
 
 
 class RerankerSystem:
-    """A :class:`Reranker` as a harness ranker; the first stage's order is passed on."""
+    """A :class:`Reranker` as a harness ranker.
 
-    def __init__(self, reranker: Reranker) -> None:
+    With ``first_stage`` (a retriever's setting) the first stage's order is passed on as
+    ``first_stage_order``. Without it (the service's setting: query and documents only), the
+    candidates are passed in a seeded shuffle of the first stage's order, so that neither a rank
+    prior nor the input position can carry the first stage's ranking.
+    """
+
+    def __init__(self, reranker: Reranker, *, first_stage: bool = True, seed: int = 13) -> None:
         self.reranker = reranker
+        self.first_stage = first_stage
+        self.seed = seed
 
     def __call__(self, query: RerankQuery) -> dict[str, float]:
-        docs = [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in query.candidates]
-        order = sorted(range(len(docs)), key=lambda i: query.candidates[i].first_stage_rank)
+        cands = sorted(query.candidates, key=lambda c: c.first_stage_rank)
+        if not self.first_stage:
+            random.Random(f"{self.seed}:{query.qid}").shuffle(cands)
+        docs = [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in cands]
+        order = list(range(len(docs))) if self.first_stage else None
         raw = self.reranker.score(query.query, docs, first_stage_order=order).raw
-        return {c.doc_id: float(s) for c, s in zip(query.candidates, raw, strict=True)}
+        return {c.doc_id: float(s) for c, s in zip(cands, raw, strict=True)}
 
 
 def _documents(passages: Sequence[Passage]) -> tuple[list[Document], list[Unit]]:
