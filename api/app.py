@@ -85,6 +85,8 @@ def build_generator(settings: Settings, proxy: Any) -> Any:
             settings.generator_model,
             api_key=settings.generator_api_key,
             max_tokens=settings.generator_max_tokens,
+            # The call runs on the model thread: never hold it past the request deadline.
+            timeout=settings.request_timeout_s or 60.0,
         )
     return LocalGenerator(proxy, max_new_tokens=settings.generator_max_tokens)
 
@@ -107,11 +109,25 @@ def _compress_methods(compressor_cls: Any | None) -> list[str]:
     return sorted(getattr(compress, "METHODS", {}))
 
 
+def _index_modes(directory: str) -> list[str]:
+    """The search modes the index in ``directory`` has, from its manifest (all if unreadable:
+    loading it in the lifespan then reports the problem)."""
+    import json
+    from pathlib import Path
+
+    try:
+        manifest = json.loads((Path(directory) / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return ["hybrid", "bm25", "dense"]
+    return ["bm25"] if manifest.get("dense") is None else ["hybrid", "bm25", "dense"]
+
+
 def _load_reranker(settings: Settings) -> Any:
     from ragattn import Reranker, load_proxy
 
     proxy = load_proxy(
         settings.proxy,
+        device=settings.device,
         dtype=settings.dtype,
         threads=settings.threads,
         cache_dir=settings.proxy_cache_dir,
@@ -131,6 +147,13 @@ def _load_index(directory: str) -> Any:
         raise ConfigError(f"RAGATTN_INDEX_DIR={directory!r}: {exc}") from exc
 
 
+def runtime_of(proxy: Any) -> dict[str, str]:
+    """The device (``cpu``, ``cuda:0``, ``mps``) and weights dtype the proxy runs with."""
+    from ragattn.proxy import dtype_name
+
+    return {"device": str(proxy.device), "dtype": dtype_name(proxy.dtype)}
+
+
 def warm_up(proxy: Any) -> None:
     """One single-token forward: the model must compute before /ready says so."""
     import torch
@@ -138,7 +161,8 @@ def warm_up(proxy: Any) -> None:
     tokenizer = proxy.tokenizer
     token = next((t for t in (tokenizer.bos_token_id, tokenizer.eos_token_id) if t is not None), 0)
     with torch.inference_mode():
-        out = proxy.decoder(input_ids=torch.tensor([[token]], dtype=torch.long), use_cache=False)
+        ids = torch.tensor([[token]], dtype=torch.long, device=proxy.device)
+        out = proxy.decoder(input_ids=ids, use_cache=False)
     if not bool(torch.isfinite(out.last_hidden_state).all()):
         raise ModelLoadError(
             f"the proxy {proxy.name!r} computes non-finite values; check its weights"
@@ -257,8 +281,15 @@ def create_app(
             else await anyio.to_thread.run_sync(_load_reranker, settings)
         )
         service = await worker.run("load", build_service, rr, cache, worker, tokens)
+        app.state.runtime = runtime_of(rr.proxy)
         app.state.service = service
-        logger.info("ragattn service ready: %s, cache=%s", service.fingerprint, cache.name)
+        logger.info(
+            "ragattn service ready: %s, cache=%s, device=%s, dtype=%s",
+            service.fingerprint,
+            cache.name,
+            app.state.runtime["device"],
+            app.state.runtime["dtype"],
+        )
 
     def loaded(app: Litestar, task: asyncio.Future[None]) -> None:
         if task.cancelled() or task.exception() is None:
@@ -331,9 +362,15 @@ def create_app(
         request_max_body_size=settings.max_body_bytes,
         openapi_config=openapi_config(settings),
     )
-    tighten(app.openapi_schema, settings, _compress_methods(compressor_cls))
+    tighten(
+        app.openapi_schema,
+        settings,
+        _compress_methods(compressor_cls),
+        _index_modes(settings.index_dir) if settings.index_dir else None,
+    )
     app.state.metrics = metrics
     app.state.service = None
+    app.state.runtime = None  # {"device", "dtype"} of the loaded proxy, for /health and /ready
     app.state.load_error = None
     app.state.settings = settings
     app.state.drain = drain

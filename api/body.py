@@ -9,7 +9,7 @@ JSON nested about a thousand levels deep, dies in the decoder with a ``Recursion
   regex passes before any decoder recurses;
 - a duplicate key in any object is a 400;
 - the value is converted to the route's type in msgspec's strict mode (numbers are never read
-  from strings, booleans are not integers);
+  from strings, booleans are not integers; ``1.0`` is an integer, as JSON Schema has it);
 - unknown fields are ignored, as Cohere-compatible clients expect, but named in the response's
   warnings (:func:`ignored_fields`).
 
@@ -87,6 +87,16 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _number(text: str) -> int | float:
+    """A JSON number with a fraction or exponent; integral ones become ints.
+
+    JSON Schema counts ``1.0`` as an integer, so the server must too (``top_n: 1.0`` is valid); a
+    float field still takes the int. Strings are never numbers.
+    """
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
 def _parse(raw: bytes) -> Any:
     if nesting_exceeds(raw, MAX_JSON_DEPTH):
         raise InvalidInputError(
@@ -98,7 +108,9 @@ def _parse(raw: bytes) -> Any:
         except msgspec.DecodeError as exc:
             raise InvalidInputError(f"malformed JSON body: {exc}") from None
     try:
-        return json.loads(raw, object_pairs_hook=_unique_keys, parse_constant=_no_constants)
+        return json.loads(
+            raw, object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_float=_number
+        )
     except _DuplicateKeyError as exc:
         raise InvalidInputError(
             f"the JSON body repeats the key {str(exc)!r} in one object; send each key once"

@@ -24,9 +24,8 @@ def serve(
     from ragattn.errors import ConfigError
     from ragattn.settings import Settings
 
-    uvicorn = require("uvicorn", extra="api")
+    require("uvicorn", extra="api")
     require("litestar", extra="api")
-    from api.app import create_app
 
     try:
         settings = Settings.from_env()
@@ -36,26 +35,12 @@ def serve(
     except ConfigError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
-    from ragattn.memory import tune_malloc
+    # The server rules (trusted proxies, header cap, drain on SIGTERM) live in api.server.
+    from api.server import serve as run_server
 
-    tune_malloc()  # before the model loads: keeps the resident set near the weights' size
-    # One process: the proxy is loaded once and the worker queue, cache and rate limits are shared.
-    app = create_app(settings)
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app,
-            host=settings.host,
-            port=settings.port,
-            log_level=settings.log_level.lower(),
-            # On SIGTERM in-flight requests get this long to finish before the lifespan closes.
-            timeout_graceful_shutdown=settings.shutdown_grace_s or None,
-        )
-    )
-    # The model loads in the background (/ready is 503 meanwhile); a failed load stops the server.
-    app.state.on_load_failure = lambda: setattr(server, "should_exit", True)
-    server.run()
-    if app.state.load_error is not None:
-        typer.echo(f"error: the model failed to load: {app.state.load_error}", err=True)
+    error = run_server(settings)
+    if error is not None:
+        typer.echo(f"error: the model failed to load: {error}", err=True)
         raise typer.Exit(1)
 
 

@@ -13,6 +13,8 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from api.logsafe import clean
+
 if TYPE_CHECKING:
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -49,7 +51,9 @@ def cancel_on_disconnect(app: ASGIApp) -> ASGIApp:
                 message = await receive()
                 if message["type"] == "http.disconnect":
                     if not response_started and not handler.done():
-                        logger.info("client disconnected from %s; request cancelled", scope["path"])
+                        logger.info(
+                            "client disconnected from %s; request cancelled", clean(scope["path"])
+                        )
                         handler.cancel()
                     return
 

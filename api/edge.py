@@ -168,8 +168,8 @@ def edge_middleware(
 async def _receive_body(
     receive: Receive, deadline: float | None, drain: Drain, loop: asyncio.AbstractEventLoop
 ) -> Any:
-    pending = asyncio.ensure_future(receive())
-    stop = drain.future()
+    pending: asyncio.Future[Any] = asyncio.ensure_future(receive())
+    stop: asyncio.Future[Any] = drain.future()
     timeout = None if deadline is None else max(0.0, deadline - loop.time())
     done, _ = await asyncio.wait({pending, stop}, timeout=timeout, return_when="FIRST_COMPLETED")
     if pending in done:

@@ -60,7 +60,8 @@ def openapi_config(settings: Settings) -> OpenAPIConfig:
 
 def _present(name: str) -> Schema:
     """Matches an object whose ``name`` is present and not null (how the server reads it)."""
-    return Schema(required=[name], properties={name: Schema(schema_not=Schema(type=OpenAPIType.NULL))})
+    not_null = Schema(schema_not=Schema(type=OpenAPIType.NULL))
+    return Schema(required=[name], properties={name: not_null})
 
 
 def _exactly_one(*names: str) -> Schema:
@@ -76,7 +77,49 @@ def _property(schema: Schema, name: str) -> Schema | None:
     return prop if isinstance(prop, Schema) else None
 
 
-def tighten(document: OpenAPI, settings: Settings, compress_methods: list[str]) -> None:
+def _numeric_bounds(schemas: dict[str, Any]) -> None:
+    """Copy the ``Meta`` bounds of the request Structs' number fields into the document.
+
+    Litestar drops a bound that is 0 (``ratio: Meta(gt=0, le=1)`` came out as ``maximum: 1`` only,
+    ``threshold: Meta(ge=0)`` without its minimum), so ``ratio: 0`` looked valid while the server
+    refused it. msgspec's own reading of the types is the reference.
+    """
+    import msgspec
+
+    from api import schemas as wire
+
+    targets = {
+        "ge": "minimum",
+        "le": "maximum",
+        "gt": "exclusive_minimum",
+        "lt": "exclusive_maximum",
+    }
+    for name, schema in schemas.items():
+        struct = getattr(wire, name, None)
+        if not (isinstance(schema, Schema) and isinstance(struct, type)):
+            continue
+        if not issubclass(struct, msgspec.Struct):
+            continue
+        info = msgspec.inspect.type_info(struct)
+        for field in getattr(info, "fields", ()):
+            prop = _property(schema, field.encode_name)
+            if prop is None:
+                continue
+            for kind in getattr(field.type, "types", (field.type,)):
+                if not isinstance(kind, msgspec.inspect.IntType | msgspec.inspect.FloatType):
+                    continue
+                for bound, attribute in targets.items():
+                    value = getattr(kind, bound, None)
+                    if value is not None:
+                        setattr(prop, attribute, value)
+
+
+def tighten(
+    document: OpenAPI,
+    settings: Settings,
+    compress_methods: list[str],
+    search_modes: list[str] | None = None,
+) -> None:
     """Add the rules the request Structs cannot state to the generated document, in place.
 
     Msgspec types give the per-field rules (types, bounds, non-blank queries); the server also
@@ -88,9 +131,11 @@ def tighten(document: OpenAPI, settings: Settings, compress_methods: list[str]) 
       and exactly one budget among ``ratio``, ``rate``, ``target_tokens``, ``target_token``,
       ``threshold``; at most one of ``top_n`` and its alias ``top_k``;
     - at most ``RAGATTN_MAX_DOCUMENTS`` documents, ``k`` and ``top_k``;
-    - ``method`` one of the compression methods this server knows.
+    - ``method`` one of the compression methods this server knows, ``mode`` one of the search modes
+      its index has (``search_modes``; an index built without dense vectors has only ``bm25``).
     """
     schemas = (document.components.schemas or {}) if document.components else {}
+    _numeric_bounds(schemas)
     budget = ("ratio", "rate", "target_tokens", "target_token", "threshold")
     rules: dict[str, list[Schema]] = {
         "RerankRequest": [_exactly_one("documents", "texts"), _at_most_one("top_n", "top_k")],
@@ -116,12 +161,22 @@ def tighten(document: OpenAPI, settings: Settings, compress_methods: list[str]) 
         schema = schemas.get(name)
         prop = _property(schema, field) if isinstance(schema, Schema) else None
         if prop is not None:
+            # minItems too: Litestar drops it for a list inside a union (``context``).
+            prop.min_items = 1
             prop.max_items = settings.max_documents
     for name, field in (("RetrieveRequest", "k"), ("AskRequest", "top_k")):
         schema = schemas.get(name)
         prop = _property(schema, field) if isinstance(schema, Schema) else None
         if prop is not None:
             prop.maximum = settings.max_documents
+    for name in ("RetrieveRequest", "AskRequest"):
+        schema = schemas.get(name)
+        prop = _property(schema, "mode") if isinstance(schema, Schema) else None
+        if prop is not None and search_modes:
+            prop.one_of = [
+                Schema(type=OpenAPIType.STRING, enum=list(search_modes)),
+                Schema(type=OpenAPIType.NULL),
+            ]
     for name in ("CompressRequest", "RerankCompressRequest"):
         schema = schemas.get(name)
         prop = _property(schema, "method") if isinstance(schema, Schema) else None

@@ -14,13 +14,23 @@ from msgspec import Meta, Struct
 
 from ragattn.errors import InvalidInputError, ModelOutputError
 from ragattn.types import CompressionResult, Document, RerankResults
+from ragattn.validation import one_budget
 
 if TYPE_CHECKING:
     from ragattn.pipeline import PipelineResult
 
 PositiveInt = Annotated[int, Meta(ge=1)]
-Text = Annotated[str, Meta(min_length=1, pattern=r"\S")]
+NOT_SPACE = (
+    r"[^\t\n\r\u000b\u000c\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a"
+    r"\u2028\u2029\u202f\u205f\u3000\ufeff]"
+)
+"""One character that is whitespace neither to Python (``str.isspace``) nor to JSON Schema's
+ECMA-262 ``\\s``: spelled out, because the two disagree (``\\x1f`` is space to Python only,
+``\\ufeff`` to ECMA-262 only), and the document must accept exactly what the server does."""
+Text = Annotated[str, Meta(min_length=1, pattern=NOT_SPACE)]
 """A query or question: at least one character that is not whitespace."""
+SearchMode = Literal["hybrid", "bm25", "dense"]
+"""A search mode; omitted: ``hybrid`` when the index has dense vectors, else ``bm25``."""
 Fraction = Annotated[float, Meta(gt=0, le=1)]
 """A ratio of tokens kept: in (0, 1]."""
 
@@ -200,25 +210,21 @@ class CompressRequest(Struct, kw_only=True):
         return to_documents(self.documents or [])
 
     def resolved_budget(self) -> dict[str, float | int]:
-        """Exactly one of ratio / target_tokens / threshold, aliases folded in."""
+        """Exactly one of ratio / target_tokens / threshold, aliases folded in (the library's
+        :func:`ragattn.validation.one_budget` holds the rule)."""
         if self.ratio is not None and self.rate is not None:
             raise InvalidInputError("send 'ratio' or its alias 'rate', not both")
         if self.target_tokens is not None and self.target_token is not None:
             raise InvalidInputError("send 'target_tokens' or its alias 'target_token', not both")
-        budget: dict[str, float | int] = {}
         ratio = self.ratio if self.ratio is not None else self.rate
         target = self.target_tokens if self.target_tokens is not None else self.target_token
-        if ratio is not None:
-            budget["ratio"] = ratio
-        if target is not None:
-            budget["target_tokens"] = target
-        if self.threshold is not None:
-            budget["threshold"] = self.threshold
-        if len(budget) != 1:
+        try:
+            kind, value = one_budget(ratio, target, self.threshold)
+        except InvalidInputError as exc:
             raise InvalidInputError(
                 "send exactly one budget: ratio (or rate), target_tokens or threshold"
-            )
-        return budget
+            ) from exc
+        return {kind: int(value) if kind == "target_tokens" else value}
 
 
 class KeptSpanOut(Struct):
@@ -359,11 +365,13 @@ class RerankCompressResponse(Struct):
 
 
 class RetrieveRequest(Struct, kw_only=True):
-    """First-stage retrieval from the configured index, optionally reranked by the proxy."""
+    """First-stage retrieval from the configured index, optionally reranked by the proxy.
+
+    ``mode`` omitted: ``hybrid`` when the index has dense vectors, else ``bm25``."""
 
     query: Text
     k: PositiveInt = 10
-    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+    mode: SearchMode | None = None
     rerank: bool = False
     top_n: PositiveInt | None = None
     return_documents: bool = True
@@ -401,7 +409,7 @@ class AskRequest(Struct, kw_only=True):
     top_n: PositiveInt = 5
     ratio: Fraction = 0.5
     order: Literal["best_first", "best_last", "edges"] | None = None
-    mode: Literal["hybrid", "bm25", "dense"] = "hybrid"
+    mode: SearchMode | None = None
     rerank: bool = True
     compress: bool = True
     return_text: bool = False
@@ -496,19 +504,27 @@ class AskResponse(Struct):
         )
 
 
-class HealthResponse(Struct):
+class HealthResponse(Struct, omit_defaults=True):
+    """Alive; once the proxy is loaded also where it runs: ``device`` (``cpu``, ``cuda:0``,
+    ``mps``) and the weights' ``dtype`` (``float32``, ``bfloat16``); both absent while loading."""
+
     status: str
+    device: str | None = None
+    dtype: str | None = None
 
 
 class ReadyResponse(Struct):
     """Ready to serve; ``degraded`` is true while the cache backend (Redis) is unreachable or
-    failing: requests are still answered, just without the cache."""
+    failing: requests are still answered, just without the cache. ``device`` and ``dtype`` say
+    where and in which precision the proxy runs."""
 
     status: str
     model: str
     rerank_method: str
     cache: str
     degraded: bool = False
+    device: str = ""
+    dtype: str = ""
 
 
 class ErrorResponse(Struct):

@@ -119,7 +119,8 @@ def uvicorn_config(
         forwarded_allow_ips=trusted or "",
         server_header=False,
         # On SIGTERM in-flight requests get this long to finish before the lifespan closes.
-        timeout_graceful_shutdown=settings.shutdown_grace_s or None,
+        # uvicorn annotates it as int but waits with asyncio.wait_for, which takes a float.
+        timeout_graceful_shutdown=settings.shutdown_grace_s or None,  # type: ignore[arg-type]
     )
 
 
@@ -138,15 +139,16 @@ def build_server(
     return app, server
 
 
-def serve(settings: Settings) -> int:
-    """Run the service until SIGTERM/SIGINT; the exit status is 1 if the model failed to load."""
+def serve(settings: Settings) -> BaseException | None:
+    """Run the service until SIGTERM/SIGINT; returns the load error if the model failed to load."""
     from ragattn.memory import tune_malloc
 
     tune_malloc()  # before the model loads: keeps the resident set near the weights' size
     # One process: the proxy is loaded once and the worker queue, cache and rate limits are shared.
     app, server = build_server(settings)
     server.run()
-    return 1 if app.state.load_error is not None else 0
+    error: BaseException | None = app.state.load_error
+    return error
 
 
 def main() -> int:
@@ -160,10 +162,11 @@ def main() -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    status = serve(settings)
-    if status:
-        print("error: the model failed to load; see the log", file=sys.stderr)
-    return status
+    error = serve(settings)
+    if error is not None:
+        print(f"error: the model failed to load: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 __all__ = [

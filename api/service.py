@@ -248,6 +248,19 @@ class Service:
             raise InvalidInputError("no retrieval index is configured (set RAGATTN_INDEX_DIR)")
         return self.pipeline
 
+    def _mode(self, pipeline: RAGPipeline, requested: str | None) -> Any:
+        """The search mode: the one asked for, else the best this index has.
+
+        Checked here, before any search: the index would skip its own check for a query with no
+        searchable term and answer 200 with no hits.
+        """
+        has_dense = getattr(pipeline.index, "dense", None) is not None
+        if requested is None:
+            return "hybrid" if has_dense else "bm25"
+        if requested != "bm25" and not has_dense:
+            raise InvalidInputError("this index was built without dense vectors; use bm25")
+        return requested
+
     def _check_k(self, name: str, k: int) -> None:
         if k > self.settings.max_documents:
             raise InputTooLargeError(
@@ -264,10 +277,11 @@ class Service:
         self._check_k("k", req.k)
         self.limits.precheck(req.query, None)
         top_n = min(req.top_n, req.k) if req.top_n is not None else None
+        mode = self._mode(pipeline, req.mode)
         manifest = getattr(pipeline.index, "manifest", None)
         params = {
             "k": req.k,
-            "mode": req.mode,
+            "mode": mode,
             "rerank": req.rerank,
             "top_n": top_n,
             "return_documents": req.return_documents,
@@ -282,9 +296,7 @@ class Service:
         )
 
         def search() -> RetrieveResponse:
-            found = pipeline.retrieve(
-                req.query, k=req.k, mode=req.mode, rerank=req.rerank, top_n=top_n
-            )
+            found = pipeline.retrieve(req.query, k=req.k, mode=mode, rerank=req.rerank, top_n=top_n)
             results = [
                 RetrievedOut(
                     doc_id=c.hit.doc_id,
@@ -299,7 +311,7 @@ class Service:
             return RetrieveResponse(
                 id="",
                 results=results,
-                mode=req.mode,
+                mode=mode,
                 reranked=req.rerank,
                 model=self.model_name,
                 warnings=list(found.warnings),
@@ -338,7 +350,7 @@ class Service:
             top_n=req.top_n,
             ratio=req.ratio,
             order=req.order or DEFAULT_ORDER,
-            mode=req.mode,
+            mode=self._mode(pipeline, req.mode),
             rerank=req.rerank,
             compress=req.compress,
         )

@@ -11,6 +11,11 @@ materialized.
 The forward stops after the deepest selected layer (no later layers, no LM head). A calibration
 twin that shares a token prefix with the real prompt reuses the prefix's KV cache, so documents are
 encoded once and each twin costs only its tail.
+
+Everything runs on the proxy's device: the input ids and the index tensors (heads, rows, key
+positions, causal mask) are built there once per forward, before the layer loop, so no layer copies
+anything between host and device; the captured rows stay on the device (callers reduce them there
+and move only per-document or per-sentence results to the CPU).
 """
 
 from __future__ import annotations
@@ -86,7 +91,8 @@ class HeadSet:
 class Capture:
     """Captured attention rows.
 
-    ``weights`` has shape ``[len(heads), R, n_keys]`` in fp32, where R is the number of requested
+    ``weights`` has shape ``[len(heads), R, n_keys]`` in fp32, on the proxy's device (reduce there,
+    then ``.cpu()`` the small result), where R is the number of requested
     rows (``reduce="none"``) or 1 (``reduce="mean"``: the mean over the rows). Each row is a
     probability distribution over all ``n_keys`` earlier positions (it sums to 1 over the keys it
     may see).
@@ -105,7 +111,11 @@ class Capture:
 
 @dataclass(slots=True)
 class _CaptureState:
-    """Per-forward capture request, read by the attention function through a context variable."""
+    """Per-forward capture request, read by the attention function through a context variable.
+
+    :meth:`prepare` builds every index tensor on the model's device before the forward starts: the
+    layer loop then only launches device kernels (no host-to-device copy per layer).
+    """
 
     rows: tuple[int, ...]
     heads: HeadSet | None  # None: run (e.g. a shared prefix) without capturing anything
@@ -113,12 +123,47 @@ class _CaptureState:
     stop_after: int | None
     per_layer: dict[int, torch.Tensor] = field(default_factory=dict)
     head_index: dict[int, torch.Tensor] = field(default_factory=dict)
+    offset: int = 0  # tokens already in the KV cache before this forward
+    n_keys: int = 0  # keys each layer sees: offset + this forward's tokens
+    local_rows: torch.Tensor | None = None  # rows - offset, [R]
+    causal: torch.Tensor | None = None  # [R, n_keys]: key position <= row position
+    windowed: dict[int, torch.Tensor] = field(default_factory=dict)  # window -> [R, n_keys]
+    keys: torch.Tensor | None = None  # key positions 0..n_keys-1
+    positions: torch.Tensor | None = None  # absolute row positions, [R]
 
-    def __post_init__(self) -> None:
+    def prepare(self, device: torch.device, offset: int, n_tokens: int) -> None:
+        """Index tensors for a forward of ``n_tokens`` on top of ``offset`` cached tokens."""
+        self.offset, self.n_keys = offset, offset + n_tokens
         if self.heads is None:
             return
-        for layer in self.heads.layers:
-            self.head_index[layer] = torch.tensor(self.heads.heads_of(layer), dtype=torch.long)
+        if any(not offset <= r < self.n_keys for r in self.rows):
+            raise InvalidInputError("all captured rows must lie in the same forward call")
+        # One copy for all layers; each layer's index is a view into it.
+        per_layer = [self.heads.heads_of(layer) for layer in self.heads.layers]
+        flat = torch.tensor(
+            [h for heads in per_layer for h in heads], dtype=torch.long, device=device
+        )
+        start = 0
+        for layer, heads in zip(self.heads.layers, per_layer, strict=True):
+            self.head_index[layer] = flat[start : start + len(heads)]
+            start += len(heads)
+        self.local_rows = torch.tensor(
+            [r - offset for r in self.rows], dtype=torch.long, device=device
+        )
+        self.positions = self.local_rows + offset
+        self.keys = torch.arange(self.n_keys, device=device)
+        self.causal = self.keys[None, :] <= self.positions[:, None]
+
+    def allowed(self, window: int | None) -> torch.Tensor:
+        """``[R, n_keys]`` keys each row may see: causal, and within ``window`` if given."""
+        assert self.causal is not None and self.keys is not None and self.positions is not None
+        if not window:
+            return self.causal
+        mask = self.windowed.get(window)
+        if mask is None:
+            mask = self.causal & (self.keys[None, :] > self.positions[:, None] - window)
+            self.windowed[window] = mask
+        return mask
 
 
 _ACTIVE: contextvars.ContextVar[_CaptureState | None] = contextvars.ContextVar(
@@ -134,34 +179,28 @@ def _observe(
     module: Any, query: torch.Tensor, key: torch.Tensor, scaling: float | None, kwargs: dict
 ) -> None:
     state = _ACTIVE.get()
-    if state is None:
+    if state is None or state.local_rows is None:
         return
     layer = int(module.layer_idx)
     heads = state.head_index.get(layer)
     if heads is None:
         return
     q_len, k_len = query.shape[2], key.shape[2]
-    offset = k_len - q_len  # tokens already in the KV cache before this call
-    local = [p - offset for p in state.rows if offset <= p < k_len]
-    if not local:
-        return
-    if len(local) != len(state.rows):
-        raise InvalidInputError("all captured rows must lie in the same forward call")
+    if k_len != state.n_keys or k_len - q_len != state.offset:
+        raise ModelOutputError(
+            f"layer {layer} sees {k_len} keys after {k_len - q_len} cached ones; expected "
+            f"{state.n_keys} after {state.offset} (a cache that drops keys is not supported)"
+        )
     groups = query.shape[1] // key.shape[1]
-    rows_t = torch.tensor(local, dtype=torch.long)
-    q = query[0].index_select(0, heads).index_select(1, rows_t).float()  # [h, r, d]
+    q = query[0].index_select(0, heads).index_select(1, state.local_rows).float()  # [h, r, d]
     k = key[0].index_select(0, heads // groups).float()  # [h, n, d]
     scale = scaling if scaling is not None else q.shape[-1] ** -0.5
     logits = torch.matmul(q, k.transpose(-1, -2)) * scale  # [h, r, n]
     softcap = kwargs.get("softcap")
     if softcap:
         logits = torch.tanh(logits / softcap) * softcap
-    positions = rows_t + offset
-    keys = torch.arange(k_len)
-    allowed = keys[None, :] <= positions[:, None]
     window = kwargs.get("sliding_window", getattr(module, "sliding_window", None))
-    if window:
-        allowed &= keys[None, :] > positions[:, None] - int(window)
+    allowed = state.allowed(int(window) if window else None)
     logits = logits.masked_fill(~allowed[None], float("-inf"))
     probs = torch.softmax(logits, dim=-1)
     state.per_layer[layer] = probs.mean(dim=1, keepdim=True) if state.reduce == "mean" else probs
@@ -235,11 +274,17 @@ class AttentionEngine:
                 f"{self.proxy.max_positions}"
             )
 
-    def _run(self, ids: Sequence[int], state: _CaptureState, cache: Any | None) -> None:
+    def _run(
+        self, ids: Sequence[int], state: _CaptureState, cache: Any | None, offset: int = 0
+    ) -> None:
+        """One forward over ``ids`` after ``offset`` tokens already in ``cache``."""
+        device = self.proxy.device
+        state.prepare(device, offset, len(ids))
         token = _ACTIVE.set(state)
         try:
             with torch.inference_mode():
-                kwargs: dict[str, Any] = {"input_ids": torch.tensor([list(ids)], dtype=torch.long)}
+                input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)
+                kwargs: dict[str, Any] = {"input_ids": input_ids}
                 if cache is not None:
                     kwargs[self._cache_kw] = cache
                     kwargs["use_cache"] = True
@@ -333,7 +378,7 @@ class AttentionEngine:
                     "captured rows must lie in the tail, after the shared prefix"
                 )
             state = _CaptureState(rows=tuple(rows), heads=heads, reduce=reduce, stop_after=stop)
-            self._run(tail, state, cache)
+            self._run(tail, state, cache, offset=len(prefix))
             # A negative crop removes that many tokens in every transformers version we support.
             cache.crop(-len(tail))
             results.append(self._collect(state))

@@ -18,6 +18,7 @@ import numpy as np
 
 from ragattn._optional import require
 from ragattn.errors import ModelLoadError
+from ragattn.proxy import DeviceLike, resolve_device
 
 DEFAULT_EMBEDDER = "minilm-l6"
 
@@ -39,17 +40,31 @@ class Embedder:
     ``batch_size`` is the fixed width of every forward (texts of one token length, see
     :meth:`_encode`): 4 keeps the filler rows of rare lengths cheap; with padded batches 16 was
     the optimum (BENCHMARKS.md §7), but padding made vectors depend on their batch.
+
+    ``device`` (``"cpu"`` by default; ``"auto"``, ``"cuda"``, ``"cuda:N"``, ``"mps"`` as for the
+    proxy) is where MiniLM runs: 22M parameters are cheap on the CPU, a GPU pays off for bulk
+    index builds. Vectors are the same bit for bit on one device; across devices they agree to
+    float32 rounding.
+
+    Raises:
+        ConfigError: a device this machine does not have.
     """
 
     def __init__(
-        self, name_or_path: str = DEFAULT_EMBEDDER, *, batch_size: int = 4, cache_size: int = 8192
+        self,
+        name_or_path: str = DEFAULT_EMBEDDER,
+        *,
+        batch_size: int = 4,
+        cache_size: int = 8192,
+        device: DeviceLike = "cpu",
     ) -> None:
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        self.device = resolve_device(device)
         st = require("sentence_transformers", extra="embed")
         path = str(_packaged_minilm()) if name_or_path == DEFAULT_EMBEDDER else name_or_path
         try:
-            self._model: Any = st.SentenceTransformer(path, device="cpu")
+            self._model: Any = st.SentenceTransformer(path, device=str(self.device))
         except OSError as exc:
             raise ModelLoadError(f"could not load embedder {name_or_path!r}: {exc}") from exc
         self.name = name_or_path
@@ -99,14 +114,14 @@ class Embedder:
                     rows = members[start : start + width]
                     take = torch.tensor(rows + [rows[-1]] * (width - len(rows)), dtype=torch.long)
                     batch = {
-                        k: v.index_select(0, take)[:, :length]
+                        k: v.index_select(0, take)[:, :length].to(self.device)
                         if isinstance(v, torch.Tensor) and v.dim() == 2
                         else v
                         for k, v in features.items()
                     }
                     vecs = self._model(batch)["sentence_embedding"]
                     vecs = torch.nn.functional.normalize(vecs, p=2, dim=1)
-                    out[rows] = vecs[: len(rows)].float().numpy()
+                    out[rows] = vecs[: len(rows)].float().cpu().numpy()
         return out
 
     def encode(
@@ -139,15 +154,20 @@ class Embedder:
             return out
 
 
-def shared_embedder(name_or_path: str = DEFAULT_EMBEDDER) -> Embedder:
-    """One embedder per name per process (loading takes seconds).
+def shared_embedder(
+    name_or_path: str = DEFAULT_EMBEDDER, *, device: DeviceLike = "cpu"
+) -> Embedder:
+    """One embedder per name and device per process (loading takes seconds).
 
-    ``shared_embedder()`` and ``shared_embedder(DEFAULT_EMBEDDER)`` are the same instance (a bare
-    ``lru_cache`` keys them apart and loaded the model twice).
+    ``shared_embedder()`` and ``shared_embedder(DEFAULT_EMBEDDER, device="cpu")`` are the same
+    instance (a bare ``lru_cache`` keys them apart and loaded the model twice).
+
+    Raises:
+        ConfigError: a device this machine does not have.
     """
-    return _shared_embedder(name_or_path)
+    return _shared_embedder(name_or_path, str(resolve_device(device)))
 
 
 @lru_cache(maxsize=4)
-def _shared_embedder(name_or_path: str) -> Embedder:
-    return Embedder(name_or_path)
+def _shared_embedder(name_or_path: str, device: str) -> Embedder:
+    return Embedder(name_or_path, device=device)

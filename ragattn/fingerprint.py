@@ -34,7 +34,8 @@ def weights_digest(model: Any) -> str:
     with torch.inference_mode():
         for name, tensor in model.state_dict().items():
             h.update(f"{name}:{tuple(tensor.shape)}:{tensor.dtype}".encode())
-            h.update(memoryview(tensor.detach().contiguous().view(torch.uint8).numpy()))
+            raw = tensor.detach().contiguous().view(torch.uint8).cpu()  # from any device
+            h.update(memoryview(raw.numpy()))
     digest = h.hexdigest()
     with _LOCK:
         _DIGESTS[id(model)] = (model, digest)
@@ -74,6 +75,10 @@ def model_fingerprint(proxy: Any, *parts: str) -> str:
     """
     h = hashlib.sha256()
     h.update(f"{ragattn.__version__}|{proxy.name}|{proxy.source}|{proxy.dtype}|".encode())
+    device = getattr(proxy, "device", None)
+    if device is not None and device.type != "cpu":
+        # Kernels differ by device (rows agree to rounding only): a shared cache keeps them apart.
+        h.update(f"device={device.type}|".encode())
     h.update("|".join(parts).encode())
     model = getattr(proxy, "model", None)
     if model is not None:

@@ -164,6 +164,7 @@ class LocalGenerator:
             [m.to_dict() for m in messages], tokenize=False, add_generation_prompt=True
         )
         ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+        ids = ids.to(self.proxy.device)
         n_prompt = int(ids.shape[1])
         if n_prompt + self.max_new_tokens > self.proxy.max_positions:
             raise InputTooLargeError(

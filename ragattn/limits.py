@@ -261,9 +261,10 @@ class LimitChecker:
         """
         self.precheck(query, documents, truncate_to=truncate_to)
         q_tokens = self.check_query(query)
+        warnings: list[str] = []
         if truncate_to is None:
             counts = [len(o) for o in self.tokens.offsets([d.text for d in documents])]
-            docs, warnings = list(documents), []
+            docs = list(documents)
         else:
             docs, counts, warnings = self.truncate(documents, truncate_to)
         for i, n in enumerate(counts):

@@ -2,7 +2,9 @@
 
 A GGUF file is dequantized by transformers once and cached as safetensors under the cache directory
 (``~/.cache/ragattn`` by default), so the second start reads plain tensors instead of dequantizing.
-Device, dtype and thread count are resolved here, once.
+Device (:func:`resolve_device`: CUDA, then MPS, then CPU), dtype (:func:`resolve_dtype`: bf16 on
+CUDA, fp32 elsewhere) and thread count are resolved here, once; everything downstream follows
+``Proxy.device``.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import hashlib
 import importlib.util
 import logging
 import os
+import re
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +29,9 @@ from ragattn.errors import ConfigError, InvalidInputError, ModelLoadError
 
 logger = logging.getLogger(__name__)
 
-Dtype = Literal["float32", "bfloat16"]
+Dtype = Literal["auto", "float32", "bfloat16"]
+DeviceLike = str | torch.device
+"""``"auto"``, ``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"mps"`` or a :class:`torch.device`."""
 ChatFamily = Literal["chatml", "gemma", "llama3", "none"]
 
 DEFAULT_PROXY = "smollm2-135m"
@@ -98,7 +103,8 @@ class LayerGeometry:
 class Proxy:
     """A loaded proxy: the decoder stack (no LM head needed), its tokenizer and its geometry.
 
-    The model is in eval mode, on CPU, and uses the capturing SDPA attention implementation.
+    The model is in eval mode, on :attr:`device`, and uses the capturing SDPA attention
+    implementation; input ids and capture indices are built on that device.
     """
 
     name: str
@@ -108,6 +114,7 @@ class Proxy:
     dtype: torch.dtype
     load_seconds: float
     source: str
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def config(self) -> Any:
@@ -159,16 +166,94 @@ def default_cache_dir() -> Path:
     return Path(os.path.expanduser("~/.cache/ragattn"))
 
 
-def _resolve_dtype(dtype: str) -> torch.dtype:
-    table = {
-        "float32": torch.float32,
-        "fp32": torch.float32,
-        "bfloat16": torch.bfloat16,
-        "bf16": torch.bfloat16,
-    }
-    if dtype not in table:
-        raise ConfigError(f"unknown dtype {dtype!r}; use one of: float32, bfloat16")
-    return table[dtype]
+_DEVICE_PATTERN = re.compile(r"(cpu|mps|cuda)(?::(\d+))?")
+
+
+def available_devices() -> tuple[str, ...]:
+    """The devices torch can run on in this process: ``cpu``, each ``cuda:N``, ``mps``."""
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    return tuple(found)
+
+
+def resolve_device(device: DeviceLike = "auto") -> torch.device:
+    """The :class:`torch.device` to run on, checked against what this machine has.
+
+    Args:
+        device: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``, ``"cuda"`` (the current CUDA
+            device), ``"cuda:N"``, ``"mps"``, or a :class:`torch.device`.
+
+    Returns:
+        A device with an index for CUDA (``cuda:0``), so logs and ``/ready`` name the GPU used.
+
+    Raises:
+        ConfigError: an unknown device string, or a device this machine does not have (the
+            message lists the available ones).
+    """
+    name = str(device).strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("mps") if "mps" in available_devices() else torch.device("cpu")
+    match = _DEVICE_PATTERN.fullmatch(name)
+    if match is None:
+        raise ConfigError(f"unknown device {device!r}; use one of: auto, cpu, cuda, cuda:N, mps")
+    kind, index = match.group(1), match.group(2)
+    if kind == "cpu":
+        return torch.device("cpu")
+    available = available_devices()
+    if kind == "cuda" and torch.cuda.is_available():
+        number = torch.cuda.current_device() if index is None else int(index)
+        if number < torch.cuda.device_count():
+            return torch.device("cuda", number)
+    elif kind == "mps" and "mps" in available and index in (None, "0"):
+        return torch.device("mps")
+    raise ConfigError(f"device {str(device)!r} is not available; available: {', '.join(available)}")
+
+
+_DTYPES = {
+    "float32": torch.float32,
+    "fp32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+}
+
+
+def resolve_dtype(dtype: str | torch.dtype = "auto", device: DeviceLike = "cpu") -> torch.dtype:
+    """The weights' dtype for a forward pass on ``device``.
+
+    ``"auto"`` is bf16 on a CUDA device with native bf16 (compute capability 8.0 and later) and
+    fp32 everywhere else: on the CPU bf16 runs without native kernels on most machines (no
+    AMX/AVX512-BF16) and its rows are not the fp32 rows the packaged probes and rerank profiles were
+    fitted on, and MPS bf16 support depends on the macOS version. Captured attention rows are
+    computed in fp32 whatever the weights' dtype.
+
+    Raises:
+        ConfigError: an unknown dtype.
+    """
+    if isinstance(dtype, torch.dtype):
+        if dtype not in _DTYPES.values():
+            raise ConfigError(f"unsupported dtype {dtype}; use float32 or bfloat16")
+        return dtype
+    name = dtype.strip().lower()
+    if name == "auto":
+        where = resolve_device(device)
+        native_bf16 = where.type == "cuda" and torch.cuda.is_bf16_supported(
+            including_emulation=False
+        )
+        return torch.bfloat16 if native_bf16 else torch.float32
+    if name not in _DTYPES:
+        raise ConfigError(f"unknown dtype {dtype!r}; use one of: auto, float32, bfloat16")
+    return _DTYPES[name]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"`` (for logs, ``/ready`` and benchmark tables)."""
+    return str(dtype).removeprefix("torch.")
 
 
 def _chat_family(tokenizer: Any) -> ChatFamily:
@@ -257,7 +342,8 @@ def set_threads(threads: int | None) -> None:
 def load_proxy(
     name_or_path: str = DEFAULT_PROXY,
     *,
-    dtype: str = "float32",
+    device: DeviceLike = "auto",
+    dtype: str | torch.dtype = "auto",
     threads: int | None = None,
     cache_dir: str | Path | None = None,
     quantize: str | None = None,
@@ -267,22 +353,34 @@ def load_proxy(
     Args:
         name_or_path: ``smollm2-135m`` (default, packaged), ``gemma3-270m`` (packaged), a path to a
             ``.gguf`` file, a local model directory, or a Hugging Face model id available offline.
-        dtype: ``float32`` or ``bfloat16`` for the forward pass (captured rows are always fp32).
+        device: where the forward passes run: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
+            ``"cuda"``, ``"cuda:N"`` or ``"mps"`` (see :func:`resolve_device`).
+        dtype: ``"auto"`` (bf16 on CUDA, fp32 on CPU and MPS; see :func:`resolve_dtype`),
+            ``"float32"`` or ``"bfloat16"`` for the weights; captured rows are always fp32.
         threads: torch intra-op threads; None keeps torch's default (one per core).
         cache_dir: where dequantized GGUF weights are cached; default ``~/.cache/ragattn``.
-        quantize: ``"int8"`` runs the linear layers with int8 dynamic quantisation (fbgemm):
-            1.7x faster listwise ICR on 2 AVX2 cores, DL19 ``fused`` nDCG@10 0.553 vs 0.541 in fp32
-            (BENCHMARKS.md §4). Off by default: the sentence probes were fitted on fp32 features.
+        quantize: ``"int8"`` runs the linear layers with int8 dynamic quantisation (fbgemm, CPU
+            only; with ``device="auto"`` it picks the CPU): 1.7x faster listwise ICR on 2 AVX2
+            cores, DL19 ``fused`` nDCG@10 0.553 vs 0.541 in fp32 (BENCHMARKS.md §4). Off by
+            default: the sentence probes were fitted on fp32 features.
 
     Raises:
         ModelLoadError: the model or its package is missing; the message names what to install.
-        ConfigError: an unknown dtype or quantisation.
+        ConfigError: an unknown dtype or quantisation, a device this machine does not have, or
+            ``int8`` on a device other than the CPU.
     """
     from transformers import AutoModelForCausalLM
 
-    torch_dtype = _resolve_dtype(dtype)
     if quantize not in (None, "int8"):
         raise ConfigError(f"quantize must be None or 'int8', got {quantize!r}")
+    auto = isinstance(device, str) and device.strip().lower() == "auto"
+    where = torch.device("cpu") if quantize == "int8" and auto else resolve_device(device)
+    if quantize == "int8" and where.type != "cpu":
+        raise ConfigError(
+            f"quantize='int8' (dynamic quantisation, fbgemm) runs on the CPU only, not on "
+            f"{where}; use device='cpu' or drop quantize"
+        )
+    torch_dtype = resolve_dtype(dtype, where)
     set_threads(threads)
     register_attention()
     started = time.perf_counter()
@@ -291,16 +389,18 @@ def load_proxy(
     )
     tokenizer = _fast_tokenizer(location, name_or_path)
     try:
-        model = AutoModelForCausalLM.from_pretrained(
+        model: Any = AutoModelForCausalLM.from_pretrained(
             location, dtype=torch_dtype, attn_implementation=ATTN_IMPLEMENTATION
         )
     except OSError as exc:
         raise _load_error(name_or_path, exc) from exc
     model.eval()
     model.requires_grad_(False)
+    if where.type != "cpu":
+        model = model.to(where)  # on the CPU nothing moves: results stay bit-identical
     if quantize == "int8":
         model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-    return Proxy(
+    proxy = Proxy(
         name=name_or_path,
         model=model,
         tokenizer=tokenizer,
@@ -308,7 +408,16 @@ def load_proxy(
         dtype=torch_dtype,
         load_seconds=time.perf_counter() - started,
         source=source,
+        device=where,
     )
+    logger.info(
+        "proxy %s loaded on %s (%s) in %.1f s",
+        name_or_path,
+        where,
+        dtype_name(torch_dtype),
+        proxy.load_seconds,
+    )
+    return proxy
 
 
 def _load_error(name_or_path: str, exc: Exception) -> ModelLoadError:
@@ -353,14 +462,23 @@ class LazyProxy:
 
     The facades (``Reranker``, ``Compressor``) hold one: a method that runs the proxy calls
     :meth:`get` at construction, a method that does not never loads the weights (its tokenizer
-    alone is available through :meth:`tokenizer`).
+    alone is available through :meth:`tokenizer`). ``device`` is checked at once, loaded or not, so
+    a machine without the device fails at construction; a loaded :class:`Proxy` keeps its own
+    device (``"auto"``), and another explicit device for it is an error, not a silent copy.
 
     Raises:
         InvalidInputError: ``proxy`` is neither a :class:`Proxy` nor a name or path.
+        ConfigError: an unknown or unavailable ``device``, or one that differs from the device
+            of the loaded ``proxy``.
     """
 
     def __init__(
-        self, proxy: str | Proxy, *, dtype: str = "float32", threads: int | None = None
+        self,
+        proxy: str | Proxy,
+        *,
+        device: DeviceLike = "auto",
+        dtype: str | torch.dtype = "auto",
+        threads: int | None = None,
     ) -> None:
         if not isinstance(proxy, str | Proxy):
             raise InvalidInputError(
@@ -368,6 +486,15 @@ class LazyProxy:
             )
         self._proxy = proxy if isinstance(proxy, Proxy) else None
         self.name = proxy.name if isinstance(proxy, Proxy) else proxy
+        auto = isinstance(device, str) and device.strip().lower() == "auto"
+        if not auto:
+            wanted = resolve_device(device)
+            if self._proxy is not None and wanted != self._proxy.device:
+                raise ConfigError(
+                    f"the proxy {self.name!r} is loaded on {self._proxy.device}, not {wanted}; "
+                    f"load it with load_proxy(..., device={str(wanted)!r}) or leave device unset"
+                )
+        self._device = device
         self._dtype = dtype
         self._threads = threads
         self._tokenizer: Any = None
@@ -380,7 +507,9 @@ class LazyProxy:
     def get(self) -> Proxy:
         """The proxy, loaded now with :func:`load_proxy` if it is not yet."""
         if self._proxy is None:
-            self._proxy = load_proxy(self.name, dtype=self._dtype, threads=self._threads)
+            self._proxy = load_proxy(
+                self.name, device=self._device, dtype=self._dtype, threads=self._threads
+            )
         return self._proxy
 
     def apply_threads(self) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -20,7 +21,8 @@ LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 ENV_PREFIX = "RAGATTN_"
 _CACHE_BACKENDS = ("memory", "redis", "none")
-_DTYPES = ("float32", "bfloat16")
+_DTYPES = ("auto", "float32", "bfloat16")
+_DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -36,8 +38,12 @@ class Settings:
     """Proxy model: a packaged name, a ``.gguf`` path, a model directory or an offline HF id."""
     proxy_cache_dir: str | None = None
     """Where dequantized GGUF weights are cached (default ``~/.cache/ragattn``)."""
-    dtype: str = "float32"
-    """Proxy weights dtype: ``float32`` or ``bfloat16``."""
+    device: str = "auto"
+    """Where the proxy runs: ``auto`` (CUDA, then MPS, then CPU), ``cpu``, ``cuda``, ``cuda:N`` or
+    ``mps``; a device the machine lacks fails the model load with the devices it has."""
+    dtype: str = "auto"
+    """Proxy weights dtype: ``auto`` (bf16 on CUDA, fp32 on CPU and MPS), ``float32`` or
+    ``bfloat16``."""
     threads: int | None = None
     """Torch intra-op threads for the forward pass (None = torch's default)."""
     rerank_method: str | None = None
@@ -217,6 +223,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "log_level": _parse_upper,
     "cache_backend": _parse_lower,
     "dtype": _parse_lower,
+    "device": _parse_lower,
 }
 
 
@@ -255,6 +262,10 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"{env('generator_base_url')} needs {env('generator_model')}")
     if s.generator_base_url and not s.generator_base_url.startswith(("http://", "https://")):
         raise ConfigError(f"{env('generator_base_url')} must start with http:// or https://")
+    if not isinstance(s.device, str) or _DEVICE.fullmatch(s.device) is None:
+        raise ConfigError(
+            f"{env('device')} must be auto, cpu, cuda, cuda:N or mps, got {s.device!r}"
+        )
     if s.dtype not in _DTYPES:
         raise ConfigError(f"{env('dtype')} must be one of {', '.join(_DTYPES)}, got {s.dtype!r}")
     if s.cache_backend not in _CACHE_BACKENDS:

@@ -27,7 +27,8 @@ class HealthController(Controller):
     async def health(self, state: State) -> HealthResponse:
         if state.get("load_error") is not None:
             raise NotReadyError("the proxy model failed to load; see the server log")
-        return HealthResponse(status="ok")
+        runtime = state.get("runtime") or {}
+        return HealthResponse(status="ok", device=runtime.get("device"), dtype=runtime.get("dtype"))
 
     @route(
         "/ready",
@@ -43,12 +44,15 @@ class HealthController(Controller):
         service: Service | None = state.get("service")
         if service is None:
             raise NotReadyError("the proxy model is still loading")
+        runtime = state.get("runtime") or {}
         return ReadyResponse(
             status="ready",
             model=service.model_name,
             rerank_method=str(getattr(service.reranker, "method", "")),
             cache=service.cache.name,
             degraded=not await service.cache_healthy(),
+            device=runtime.get("device", ""),
+            dtype=runtime.get("dtype", ""),
         )
 
     @get(

@@ -141,7 +141,11 @@ def _build(
             "--generator openai needs --base-url (e.g. http://localhost:8000/v1) and --model"
         )
     loaded = load_proxy(
-        proxy, dtype=settings.dtype, threads=threads, cache_dir=settings.proxy_cache_dir
+        proxy,
+        device=settings.device,
+        dtype=settings.dtype,
+        threads=threads,
+        cache_dir=settings.proxy_cache_dir,
     )
     reranker = (
         Reranker(loaded, method=settings.rerank_method)

@@ -10,6 +10,9 @@ import typer
 
 bench_app = typer.Typer(help="Benchmarks, reported as same-run ratios against a naive baseline.")
 
+DEVICE_HELP = "Device: auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps."
+DTYPE_HELP = "Weights dtype: auto (bf16 on CUDA, else fp32), float32 or bfloat16."
+
 
 @bench_app.command("attention")
 def bench_attention_cmd(
@@ -21,18 +24,19 @@ def bench_attention_cmd(
     doc_tokens: int = typer.Option(100, help="Proxy tokens per document."),
     runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
     threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+    dtype: str = typer.Option("auto", help=DTYPE_HELP),
     out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
 ) -> None:
     """Naive eager two-pass ICR vs the engine (row capture, early exit, KV reuse), same run."""
-    from ragattn.lab.bench import bench_attention
+    from ragattn.lab.bench import bench_attention, runtime_line
     from ragattn.proxy import load_proxy
 
-    result = bench_attention(
-        load_proxy(proxy, threads=threads), data, n_docs=docs, doc_tokens=doc_tokens, runs=runs
-    )
+    loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
+    result = bench_attention(loaded, data, n_docs=docs, doc_tokens=doc_tokens, runs=runs)
     typer.echo(
-        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
-        f"{result['threads']} threads\n"
+        f"{runtime_line(result)}\n"
+        f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens\n"
         f"| variant | median s | runs |\n|---|---|---|\n"
         f"| naive eager, all layers, 2 full passes | {result['naive_median_s']:.3f} | "
         f"{', '.join(f'{s:.2f}' for s in result['naive_runs_s'])} |\n"
@@ -62,14 +66,16 @@ def bench_levers_cmd(
     quality: int = typer.Option(
         0, help="Also measure nDCG@10 of 'fused' fp32 vs int8 on the first N DL19 queries (top-20)."
     ),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+    dtype: str = typer.Option("auto", help=DTYPE_HELP),
     out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
 ) -> None:
     """Each lever of the rerank path, same run, as speed-ups over the naive two-pass eager ICR."""
-    from ragattn.lab.bench import bench_levers
+    from ragattn.lab.bench import bench_levers, runtime_line
     from ragattn.proxy import load_proxy
 
     result = bench_levers(
-        load_proxy(proxy, threads=threads),
+        load_proxy(proxy, device=device, dtype=dtype, threads=threads),
         data,
         n_docs=docs,
         doc_tokens=doc_tokens,
@@ -79,8 +85,9 @@ def bench_levers_cmd(
         quality_queries=quality,
     )
     typer.echo(
+        f"{runtime_line(result)}\n"
         f"{result['documents']} docs, {result['prompt_tokens']} prompt tokens, "
-        f"{result['threads']} threads, medians of {runs} runs\n"
+        f"medians of {runs} runs\n"
         "| lever | kept | median s | speed-up vs naive | max abs delta | note |\n"
         "|---|---|---|---|---|---|"
     )
@@ -112,13 +119,17 @@ def bench_compress_cmd(
     tokens: int = typer.Option(2000, help="Approximate context size in proxy tokens."),
     runs: int = typer.Option(5, min=1, help="Timed runs per variant (median reported)."),
     threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+    dtype: str = typer.Option("auto", help=DTYPE_HELP),
 ) -> None:
     """Compress a ~2,000-token context with every method; one-pass rerank+compress vs two calls."""
-    from ragattn.lab.bench import bench_compress
+    from ragattn.lab.bench import bench_compress, runtime_line
     from ragattn.proxy import load_proxy
 
-    rows = bench_compress(load_proxy(proxy, threads=threads), data, tokens=tokens, runs=runs)
+    loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
+    rows = bench_compress(loaded, data, tokens=tokens, runs=runs)
     typer.echo(
+        f"{runtime_line(rows[0])}\n"
         f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n"
         "| variant | median s | runs |\n|---|---|---|"
     )
@@ -132,17 +143,21 @@ def bench_compress_cmd(
 @bench_app.command("startup")
 def bench_startup(
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or GGUF path."),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+    dtype: str = typer.Option("auto", help=DTYPE_HELP),
 ) -> None:
     """First start (dequantize the GGUF into an empty cache) vs second start \
 (cached safetensors)."""
     import tempfile
 
-    from ragattn.lab.bench import peak_rss_mb
+    from ragattn.lab.bench import peak_rss_mb, runtime_info, runtime_line
     from ragattn.proxy import load_proxy
 
     with tempfile.TemporaryDirectory() as cache:
-        first = load_proxy(proxy, cache_dir=cache).load_seconds
-        second = load_proxy(proxy, cache_dir=cache).load_seconds
+        first = load_proxy(proxy, device=device, dtype=dtype, cache_dir=cache).load_seconds
+        loaded = load_proxy(proxy, device=device, dtype=dtype, cache_dir=cache)
+    second = loaded.load_seconds
+    typer.echo(runtime_line(runtime_info(loaded)))
     typer.echo(
         f"{proxy}: first start {first:.1f} s, second start {second:.2f} s, "
         f"peak RSS {peak_rss_mb():.0f} MiB"

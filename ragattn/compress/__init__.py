@@ -63,12 +63,17 @@ class Compressor:
         models_dir: where probe weights live (default: the packaged ``ragattn/models``).
         max_chunk_tokens: contexts longer than this many proxy tokens are read in sentence-aligned
             chunks (reported in ``warnings``).
-        dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``threads`` is
-            applied even when no proxy is loaded).
+        device: where the proxy runs: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
+            ``"cuda"``, ``"cuda:N"`` or ``"mps"``; checked at once even when the method loads no
+            proxy. A loaded ``proxy`` keeps its own device.
+        dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
+            bf16 on CUDA, fp32 on CPU and MPS; ``threads`` is applied even when no proxy is
+            loaded).
 
     Raises:
         InvalidInputError: an unknown method (the message lists the valid ones).
         ModelLoadError: the proxy or the method's trained probe is missing.
+        ConfigError: a device this machine does not have (the message lists the available ones).
     """
 
     def __init__(
@@ -78,14 +83,15 @@ class Compressor:
         method: str = DEFAULT_METHOD,
         models_dir: str | Path | None = None,
         max_chunk_tokens: int = 2048,
-        dtype: str = "float32",
+        device: str = "auto",
+        dtype: str = "auto",
         threads: int | None = None,
     ) -> None:
         self.spec = METHODS.spec(method)
         self.method = method
         self.max_chunk_tokens = max_chunk_tokens
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
-        self._proxy = LazyProxy(proxy, dtype=dtype, threads=threads)
+        self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
         if self.spec.needs_proxy:
             self._proxy.get()

@@ -132,14 +132,17 @@ def attention_block(
             share = cap.weights[:, 0, ctx[0] : ctx[1]]
             share = share / share.sum(dim=-1, keepdim=True).clamp_min(1e-12)
             share = torch.nan_to_num(share) * n_ctx
+            scored, means = [], []
             for i in chunk:
                 unit = units[i]
                 sub, base = offsets[unit.doc]
                 span = built.document_text_tokens(sub, unit.start - base, unit.end - base)
                 if len(span) == 0:
                     continue
-                vals = share[:, span.start - ctx[0] : span.end - ctx[0]].mean(dim=1)
-                out[i, b * n_heads : (b + 1) * n_heads] = vals.numpy()
+                scored.append(i)
+                means.append(share[:, span.start - ctx[0] : span.end - ctx[0]].mean(dim=1))
+            if scored:  # one device-to-host copy per chunk: [units, heads]
+                out[scored, b * n_heads : (b + 1) * n_heads] = torch.stack(means).cpu().numpy()
     names = tuple(
         f"{kind}:L{layer}H{h}"
         for kind in (["last", "query"] if rows == "both" else [rows])

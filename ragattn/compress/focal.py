@@ -72,7 +72,7 @@ def focal_scores(
         built = assemble(sentinel_pieces(query, sub_docs, answer_prefix=prefix), proxy.tokenizer)
         cap = engine.capture(built.input_ids, [len(built.input_ids) - 1], heads, reduce="mean")
         per_layer = cap.weights[:, 0, :].reshape(proxy.num_layers, proxy.num_heads, -1).mean(dim=1)
-        token_score = per_layer.sum(dim=0).numpy()
+        token_score = per_layer.sum(dim=0).cpu().numpy()
         for i in chunk:
             sub, base = offsets[units[i].doc]
             span = built.document_text_tokens(sub, units[i].start - base, units[i].end - base)

@@ -27,7 +27,7 @@ from ragattn.prompt import (
     shared_prefix_length,
     with_query,
 )
-from ragattn.proxy import Proxy
+from ragattn.proxy import Proxy, dtype_name
 from ragattn.rerank.icr import IcrScorer
 from ragattn.types import Document
 
@@ -45,6 +45,40 @@ class Timing:
         return statistics.median(self.seconds)
 
 
+def runtime_info(proxy: Proxy) -> dict[str, str | int]:
+    """Where a benchmark ran: the proxy's device and dtype, the CPU's vector capability
+    (``torch.backends.cpu.get_cpu_capability()``: which kernels the CPU side used) and threads."""
+    name = "cpu"
+    if proxy.device.type == "cuda":
+        name = torch.cuda.get_device_name(proxy.device)
+    elif proxy.device.type == "mps":
+        name = "Apple MPS"
+    return {
+        "device": str(proxy.device),
+        "device_name": name,
+        "dtype": dtype_name(proxy.dtype),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def runtime_line(info: dict[str, str | int]) -> str:
+    """One line for the head of every benchmark table, from :func:`runtime_info`."""
+    where = (
+        info["device"] if info["device"] == "cpu" else f"{info['device']} ({info['device_name']})"
+    )
+    return (
+        f"device {where}, dtype {info['dtype']}, cpu capability {info['cpu_capability']}, "
+        f"{info['threads']} threads"
+    )
+
+
+def _synchronize() -> None:
+    """Wait for queued CUDA kernels, so a timing covers the work and not only its launch."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
@@ -55,8 +89,10 @@ def time_runs(name: str, fn: Callable[[], object], runs: int, warmup: int = 1) -
         fn()
     seconds = []
     for _ in range(runs):
+        _synchronize()
         started = time.perf_counter()
         fn()
+        _synchronize()
         seconds.append(time.perf_counter() - started)
     return Timing(name=name, seconds=tuple(seconds), peak_rss_mb=peak_rss_mb())
 
@@ -89,8 +125,9 @@ def naive_icr(proxy: Proxy, query: str, docs: Sequence[Document]) -> torch.Tenso
             assemble(pieces, proxy.tokenizer),
             assemble(with_query(pieces, CALIBRATION_QUERY), proxy.tokenizer),
         ):
+            ids = torch.tensor([list(built.input_ids)], device=proxy.device)
             with torch.inference_mode():
-                out = model(input_ids=torch.tensor([list(built.input_ids)]), output_attentions=True)
+                out = model(input_ids=ids, output_attentions=True)
             q = built.query_span.as_slice()
             prefix = built.query_span.start
             per_pass.append(sum(a[0, :, q, :prefix].mean(dim=1).sum(dim=0) for a in out.attentions))
@@ -114,7 +151,7 @@ def bench_attention(
     naive = time_runs("naive", lambda: naive_icr(proxy, query, docs), runs)
     return {
         "proxy": proxy.name,
-        "threads": torch.get_num_threads(),
+        **runtime_info(proxy),
         "documents": len(docs),
         "prompt_tokens": n_tokens,
         "deepest_layer": engine_scorer.heads.deepest,
@@ -211,6 +248,7 @@ def bench_compress(
     for row in rows:
         row["context_tokens"] = n_tokens
         row["documents"] = len(docs)
+        row.update(runtime_info(proxy))
     return rows
 
 
@@ -266,7 +304,7 @@ def _icr_deltas(
     return s.weights[:, 0, :prefix] - c.weights[:, 0, :prefix]
 
 
-def _with_model(proxy: Proxy, model: object) -> Proxy:
+def _with_model(proxy: Proxy, model: object, dtype: torch.dtype | None = None) -> Proxy:
     """``proxy`` around another copy of its model (the copy gets its own attention engine)."""
     if hasattr(model, "_ragattn_engine"):
         del model._ragattn_engine
@@ -275,9 +313,10 @@ def _with_model(proxy: Proxy, model: object) -> Proxy:
         model=model,
         tokenizer=proxy.tokenizer,
         chat_family=proxy.chat_family,
-        dtype=proxy.dtype,
+        dtype=proxy.dtype if dtype is None else dtype,
         load_seconds=proxy.load_seconds,
         source=proxy.source,
+        device=proxy.device,
     )
 
 
@@ -368,24 +407,30 @@ def bench_levers(
         torch.set_num_threads(threads)
     add(f"threads 1 (vs {threads})", threads == 1, timing, 0.0, "")
 
-    quant = int8_proxy(proxy)
-    timing = time_runs("int8", lambda: deltas(quant, qr, True, True), runs)
-    add(
-        "int8 dynamic quantisation of the linear layers",
-        False,
-        timing,
-        err(deltas(quant, qr, True, True), ref_qr),
-        "fbgemm on AVX2",
-    )
-    if bf16:
-        half = _with_model(proxy, copy.deepcopy(proxy.model).to(torch.bfloat16))
+    on_cpu = proxy.device.type == "cpu"
+    quant = int8_proxy(proxy) if on_cpu else None  # dynamic int8 has CPU kernels only
+    if quant is not None:
+        timing = time_runs("int8", lambda: deltas(quant, qr, True, True), runs)
+        add(
+            "int8 dynamic quantisation of the linear layers",
+            False,
+            timing,
+            err(deltas(quant, qr, True, True), ref_qr),
+            f"fbgemm on {torch.backends.cpu.get_cpu_capability()}",
+        )
+    if bf16 and proxy.dtype != torch.bfloat16:
+        half = _with_model(
+            proxy, copy.deepcopy(proxy.model).to(torch.bfloat16), dtype=torch.bfloat16
+        )
         timing = time_runs("bf16", lambda: deltas(half, qr, True, True), 1, warmup=0)
         add(
             "bf16 weights and activations",
             False,
             timing,
             err(deltas(half, qr, True, True), ref_qr),
-            "1 run: no native bf16 on this CPU",
+            f"1 run; cpu capability {torch.backends.cpu.get_cpu_capability()}"
+            if on_cpu
+            else "1 run",
         )
 
     fused = Reranker(proxy, method="fused")
@@ -434,12 +479,14 @@ def bench_levers(
     )
     quality = {}
     if quality_queries:
-        for name, variant in (("fp32", proxy), ("int8", quant)):
+        variants = [(dtype_name(proxy.dtype), proxy)] + ([("int8", quant)] if quant else [])
+        for name, variant in variants:
             quality[name] = dl19_ndcg(variant, data_dir, "fused", limit=quality_queries)
     return {
         "quality_fused_dl19_top20": quality,
         "quality_queries": quality_queries,
         "proxy": proxy.name,
+        **runtime_info(proxy),
         "threads": threads,
         "documents": len(few),
         "prompt_tokens": n_tokens,

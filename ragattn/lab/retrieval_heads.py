@@ -204,7 +204,7 @@ def copy_paste_scores(
         raise InvalidInputError("weights must be [heads, steps, n_keys] with one row per step")
     if len(answer) == 0:
         raise InvalidInputError("the needle answer span is empty")
-    top = w.argmax(dim=-1).numpy()  # [heads, steps]
+    top = w.argmax(dim=-1).cpu().numpy()  # [heads, steps]
     keys = np.asarray(key_ids, dtype=np.int64)[: w.shape[-1]]
     hit = (top >= answer.start) & (top < answer.end) & (keys[top] == np.asarray(emitted)[None, :])
     out = np.zeros(w.shape[0])
@@ -309,7 +309,8 @@ def _greedy(proxy: Proxy, ids: Sequence[int], max_new_tokens: int) -> list[int]:
     )
     with torch.inference_mode():
         out = proxy.model.generate(
-            torch.tensor([list(ids)], dtype=torch.long), generation_config=config
+            torch.tensor([list(ids)], dtype=torch.long, device=proxy.device),
+            generation_config=config,
         )
     new = []
     for token in out[0, len(ids) :].tolist():

@@ -32,6 +32,7 @@ import torch
 from ragattn.attention import Capture, HeadSet, engine_for
 from ragattn.errors import InvalidInputError
 from ragattn.lexical import sigmoid
+from ragattn.limits import cut_at_tokens
 from ragattn.prompt import (
     CALIBRATION_QUERY,
     BuiltPrompt,
@@ -141,8 +142,8 @@ class WindowedAttention:
             body, offset = document_text(doc)
             enc = tok(body, add_special_tokens=False, return_offsets_mapping=True)
             n = len(enc["input_ids"])
-            if n > self.max_doc_tokens:
-                cut = enc["offset_mapping"][self.max_doc_tokens - 1][1]
+            cut = cut_at_tokens(enc["offset_mapping"], self.max_doc_tokens)
+            if cut is not None:
                 text_cut = max(0, cut - offset)
                 warnings.append(
                     f"document {i} truncated to its first {self.max_doc_tokens} proxy tokens "

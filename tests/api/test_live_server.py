@@ -57,8 +57,9 @@ def test_cohere_client_sees_a_401_for_a_wrong_key(server_url: str) -> None:
 
 def test_plain_http_and_public_routes(server_url: str) -> None:
     with httpx.Client(base_url=server_url, timeout=60) as c:
-        assert c.get("/health").json() == {"status": "ok"}
-        assert c.get("/ready").json()["status"] == "ready"
+        assert c.get("/health").json() == {"status": "ok", "device": "cpu", "dtype": "float32"}
+        ready = c.get("/ready").json()
+        assert (ready["status"], ready["device"], ready["dtype"]) == ("ready", "cpu", "float32")
         resp = c.post(
             "/rerank",
             json={"query": QUERY, "texts": DOCS},

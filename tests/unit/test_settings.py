@@ -62,7 +62,7 @@ def test_blank_values_keep_defaults() -> None:
         ),
         ({"RAGATTN_CACHE_BACKEND": "redis"}, "RAGATTN_CACHE_BACKEND=redis needs RAGATTN_REDIS_URL"),
         ({"RAGATTN_REDIS_URL": "localhost:6379"}, "RAGATTN_REDIS_URL must start with redis://"),
-        ({"RAGATTN_DTYPE": "float16"}, "RAGATTN_DTYPE must be one of float32, bfloat16"),
+        ({"RAGATTN_DTYPE": "float16"}, "RAGATTN_DTYPE must be one of auto, float32, bfloat16"),
         ({"RAGATTN_PORT": "70000"}, "RAGATTN_PORT must be in 1..65535"),
         ({"RAGATTN_REDIS_TIMEOUT_S": "soon"}, "RAGATTN_REDIS_TIMEOUT_S must be a number"),
         ({"RAGATTN_LOG_LEVEL": "loud"}, "RAGATTN_LOG_LEVEL must be one of"),

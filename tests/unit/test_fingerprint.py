@@ -1,0 +1,47 @@
+"""``ragattn.fingerprint``: a new weight, asset or method name is a new identity."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from ragattn.fingerprint import model_fingerprint, weights_digest
+
+
+def test_the_fingerprint_names_weights_methods_and_assets(
+    proxy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = model_fingerprint(proxy, "fused", "focal")
+    assert base.startswith(f"{proxy.name}@") and len(base.split("@")[1]) == 24
+    assert model_fingerprint(proxy, "fused", "focal") == base
+    assert model_fingerprint(proxy, "icr", "focal") != base
+    # A user's own assets (RAGATTN_MODELS_DIR) are part of it, byte for byte.
+    own = tmp_path / "models" / "smollm2-135m"
+    own.mkdir(parents=True)
+    (own / "sentinel.npz").write_bytes(b"one")
+    monkeypatch.setenv("RAGATTN_MODELS_DIR", str(tmp_path / "models"))
+    with_assets = model_fingerprint(proxy, "fused", "focal")
+    assert with_assets != base
+    (own / "sentinel.npz").write_bytes(b"two")
+    assert model_fingerprint(proxy, "fused", "focal") != with_assets
+
+
+def test_the_weights_digest_sees_one_changed_value() -> None:
+    model = torch.nn.Linear(3, 2)
+    before = weights_digest(model)
+    assert weights_digest(model) == before  # remembered
+    other = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        other.weight.copy_(model.weight)
+        other.bias.copy_(model.bias)
+    assert weights_digest(other) == before
+    with torch.no_grad():
+        other.bias[0] += 1e-6
+    fresh = torch.nn.Linear(3, 2)
+    with torch.no_grad():
+        fresh.weight.copy_(other.weight)
+        fresh.bias.copy_(other.bias)
+    assert weights_digest(fresh) != before
