@@ -221,7 +221,7 @@ def ragattn_error_handler(
             exc_info=exc,
         )
         return error_response("internal_error", "internal server error; see the server log")
-    if status >= 500 and exc.error_type != "shutting_down":
+    if status == 500:
         logger.error(
             "%s on %s %s: %s",
             exc.error_type,

@@ -40,7 +40,6 @@ from langchain_core.documents import Document as LCDocument  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
-from ragattn.errors import InvalidInputError  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
