@@ -57,7 +57,9 @@ def test_method_help_reads_the_registries() -> None:
     ask = " ".join(runner.invoke(app, ["ask", "--help"]).output.split())
     assert all(f"{name}: {spec.description}" in rerank for name, spec in RERANK.items())
     assert all(f"{name}: {spec.description}" in ask for name, spec in COMPRESS.items())
-    assert "rerank methods (default fused-no-attention)" in ask
+    from ragattn.rerank import DEFAULT_METHOD
+
+    assert f"rerank methods (default {DEFAULT_METHOD})" in ask
 
 
 def test_serve_is_the_services_command_found_by_entry_point() -> None:
