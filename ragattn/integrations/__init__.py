@@ -15,9 +15,11 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Any, TypeVar
 
+from ragattn import validation
 from ragattn.client import AsyncClient, Client
 from ragattn.errors import InvalidInputError
 from ragattn.types import CompressionResult, Document, RerankResults
+from ragattn.validation import check_top_n
 
 logger = logging.getLogger(__name__)
 
@@ -158,30 +160,16 @@ DEFAULT_ADAPTER_RATIO = 0.5
 def one_budget(
     ratio: float | None, target_tokens: int | None, threshold: float | None
 ) -> dict[str, float | int]:
-    """The one budget an adapter was given, as keyword arguments of ``compress``; with none,
-    ``ratio=DEFAULT_ADAPTER_RATIO``.
+    """The one budget an adapter was given, as keyword arguments of ``compress``, checked by
+    :func:`ragattn.validation.one_budget`; with none, ``ratio=DEFAULT_ADAPTER_RATIO``.
 
     Raises:
-        InvalidInputError: more than one of them is set.
+        InvalidInputError: more than one budget, or a value out of range.
     """
-    given = {
-        k: v
-        for k, v in {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}.items()
-        if v is not None
-    }
-    if not given:
+    if ratio is None and target_tokens is None and threshold is None:
         return {"ratio": DEFAULT_ADAPTER_RATIO}
-    if len(given) != 1:
-        raise InvalidInputError(
-            "set at most one budget: ratio (fraction of tokens kept), target_tokens or threshold"
-        )
-    return given
-
-
-def check_top_n(top_n: int | None) -> None:
-    """Raises InvalidInputError unless ``top_n`` is None or a positive integer."""
-    if top_n is not None and (isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1):
-        raise InvalidInputError("top_n must be a positive integer or None (keep all)")
+    kind, value = validation.one_budget(ratio, target_tokens, threshold)
+    return {kind: int(value) if kind == "target_tokens" else value}
 
 
 def kept_spans_metadata(result: CompressionResult, index: int) -> list[dict[str, Any]]:

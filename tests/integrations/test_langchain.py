@@ -137,7 +137,7 @@ def test_retriever_reranks_then_compresses(
 
 
 def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> None:
-    with pytest.raises(InvalidInputError, match=re.escape("set at most one budget")):
+    with pytest.raises(InvalidInputError, match=re.escape("give exactly one budget")):
         RagattnCompressor(compressor=compressor, ratio=0.5, threshold=0.2)
     with pytest.raises(InvalidInputError, match=re.escape("reranker must be a ragattn Reranker")):
         RagattnRerank(reranker=compressor)
