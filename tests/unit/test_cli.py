@@ -26,6 +26,7 @@ COMMANDS = [
     ["probe", "train"],
     ["heads", "select"],
     ["heads", "detect"],
+    ["heads", "train"],
     ["bench", "attention"],
     ["bench", "levers"],
     ["bench", "compress"],

@@ -55,6 +55,7 @@ LAYERS: dict[str, int] = {
     "ragattn.pipeline": 4,
     # 5: training, head detection, evaluation, benchmarks, model cards
     "ragattn.lab": 5,
+    "ragattn.lab.attention_training": 5,  # LoRA training (peft): never imported by the runtime
     # 6: edges (the service, api/, is the other edge and lives outside the package)
     "ragattn.batch.command": 6,
     "ragattn.cli": 6,
@@ -63,7 +64,7 @@ LAYERS: dict[str, int] = {
 package facade only, not a default for modules missing here."""
 
 RUNTIME_TOP = 4
-LAB_ONLY = ("sklearn", "tqdm")
+LAB_ONLY = ("sklearn", "tqdm", "peft")
 """Third-party packages only the lab may import."""
 NEVER = ("litestar", "api")
 """Packages no module of ``ragattn`` imports: the service is an edge beside the CLI."""
