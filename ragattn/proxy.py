@@ -115,6 +115,7 @@ class Proxy:
     load_seconds: float
     source: str
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    quantize: str | None = None  # "int8": linear layers run with int8 dynamic quantisation
 
     @property
     def config(self) -> Any:
@@ -409,6 +410,7 @@ def load_proxy(
         load_seconds=time.perf_counter() - started,
         source=source,
         device=where,
+        quantize=quantize,
     )
     logger.info(
         "proxy %s loaded on %s (%s) in %.1f s",

@@ -121,13 +121,32 @@ def bench_compress_cmd(
     threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
     device: str = typer.Option("auto", help=DEVICE_HELP),
     dtype: str = typer.Option("auto", help=DTYPE_HELP),
+    method: str | None = typer.Option(
+        None, help="Comma-separated compress methods (default: all)."
+    ),
+    reference_models_dir: Path | None = typer.Option(
+        None,
+        help="Also time the fused and sentinel probes found in this models folder (e.g. the "
+        "previous release's), in the same run.",
+    ),
+    passes: bool = typer.Option(
+        True, help="Also time one-pass rerank_and_compress against rerank then compress."
+    ),
 ) -> None:
     """Compress a ~2,000-token context with every method; one-pass rerank+compress vs two calls."""
     from ragattn.lab.bench import bench_compress, runtime_line
     from ragattn.proxy import load_proxy
 
     loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
-    rows = bench_compress(loaded, data, tokens=tokens, runs=runs)
+    rows = bench_compress(
+        loaded,
+        data,
+        tokens=tokens,
+        runs=runs,
+        methods=[m.strip() for m in method.split(",")] if method else None,
+        reference_models_dir=reference_models_dir,
+        passes=passes,
+    )
     typer.echo(
         f"{runtime_line(rows[0])}\n"
         f"{rows[0]['documents']} documents, {rows[0]['context_tokens']} proxy tokens\n"

@@ -36,7 +36,9 @@ def eval_rerank(
     limit: int | None = typer.Option(None, help="Evaluate only the first N queries."),
     method: str = typer.Option(
         "bm25,minilm,icr,icr-middle,icr-middle-reattn",
-        help="Comma-separated systems: bm25 (first stage), minilm, or rerank methods (above).",
+        help="Comma-separated systems: bm25 (first stage), minilm, rerank methods (above), or "
+        "compress:<method> (a document's score is its best sentence's keep probability under "
+        "that compress probe: the one-pass score of rerank_and_compress).",
     ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     threads: int | None = typer.Option(None, help="torch threads."),
@@ -85,6 +87,15 @@ def eval_rerank(
             rankers[name] = baselines.first_stage_order
         elif name == "minilm":
             rankers[name] = baselines.MiniLMRanker()
+        elif name.startswith("compress:"):
+            from ragattn.compress import Compressor
+            from ragattn.lab.evaluation.systems import CompressorRankSystem
+            from ragattn.proxy import load_proxy
+
+            loaded = loaded or load_proxy(proxy, threads=threads)
+            rankers[name] = CompressorRankSystem(
+                Compressor(loaded, method=name.split(":", 1)[1]), seed=13
+            )
         else:
             from ragattn.lab.evaluation.systems import RerankerSystem
             from ragattn.proxy import load_proxy
@@ -118,6 +129,12 @@ def eval_compress(
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     threads: int | None = typer.Option(None, help="torch threads."),
     out: Path | None = typer.Option(None, help="Write the report as JSON."),
+    models_dir: Path | None = typer.Option(
+        None, help="Probe folder (default: RAGATTN_MODELS_DIR or the packaged models)."
+    ),
+    features_cache: Path | None = typer.Option(
+        None, help="Keep the extracted features in this feature store folder and reuse them."
+    ),
 ) -> None:
     """Supporting-fact recall at each budget, R-precision, answer retention, achieved ratio."""
     from ragattn.lab.evaluation import baselines, datasets, harness
@@ -139,7 +156,12 @@ def eval_compress(
         raise typer.BadParameter(f"--dataset must be one of {', '.join(DATASETS)}")
     examples = loaders[dataset]()
     loaded = load_proxy(proxy, threads=threads)
-    cache = FeatureCache(loaded)
+    store = None
+    if features_cache is not None:
+        from ragattn.lab.feature_store import FeatureStore
+
+        store = FeatureStore(features_cache, loaded)
+    cache = FeatureCache(loaded, store, source=f"eval-{dataset}")
     factories: dict[str, Callable[[], baselines.SentenceScorer]] = {
         "random": lambda: baselines.RandomScorer(),
         "position": lambda: baselines.PositionScorer(),
@@ -147,9 +169,9 @@ def eval_compress(
         "minilm": lambda: baselines.MiniLMSentenceScorer(),
         "attention-raw": lambda: RawAttentionSystem(cache),
         "focal": lambda: FocalSystem(loaded),
-        "sentinel": lambda: ProbeSystem(cache, "sentinel"),
-        "lexical": lambda: ProbeSystem(cache, "lexical"),
-        "fused": lambda: ProbeSystem(cache, "fused"),
+        "sentinel": lambda: ProbeSystem(cache, "sentinel", models_dir),
+        "lexical": lambda: ProbeSystem(cache, "lexical", models_dir),
+        "fused": lambda: ProbeSystem(cache, "fused", models_dir),
     }
     unknown = [m for m in _methods(method) if m not in factories]
     if unknown:

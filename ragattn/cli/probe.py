@@ -15,30 +15,43 @@ probe_app = typer.Typer(
 def probe_train(
     data: Path = typer.Option(Path("../shared/data"), help="The shared data folder."),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
-    per_source: int = typer.Option(100, min=1, help="Training questions per source."),
+    per_source: int | None = typer.Option(
+        None, min=1, help="Cap on training questions per source (default: the built-in quotas)."
+    ),
     models_dir: Path | None = typer.Option(
         None,
         help="Where to write models/<proxy>/ (default: RAGATTN_MODELS_DIR or the packaged models).",
     ),
     features_cache: Path | None = typer.Option(
-        None, help="Reuse/save extracted features here (.npz)."
+        None,
+        help="Feature store folder: features are extracted once per question and reused "
+        "(default: $RAGATTN_CACHE_DIR/features or ~/.cache/ragattn/features).",
     ),
+    method: str = typer.Option("fused,sentinel,lexical", help="Comma-separated probe methods."),
+    trees: bool = typer.Option(False, help="Also try boosted trees as the learner (CV)."),
+    folds: int = typer.Option(5, min=2, help="Grouped CV folds."),
     threads: int | None = typer.Option(None, help="torch threads."),
 ) -> None:
-    """Extract features on training data and fit the fused, sentinel and lexical probes."""
+    """Extract features on training data (resumable) and fit the sentence probes."""
     from ragattn.assets import default_models_dir, proxy_slug
-    from ragattn.compress.registry import PROBE_METHODS
-    from ragattn.lab.probe_card import fit_all
+    from ragattn.lab.feature_store import FeatureStore, default_root
+    from ragattn.lab.probe_card import LEARNERS, fit_all
     from ragattn.proxy import load_proxy
 
     loaded = load_proxy(proxy, threads=threads)
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
+    store = FeatureStore(features_cache or default_root(), loaded)
+    typer.echo(f"feature store: {store.folder}", err=True)
     report = fit_all(
         loaded,
         data,
         out_dir,
+        store=store,
         per_source=per_source,
-        features_cache=features_cache,
-        methods=PROBE_METHODS,
+        methods=[m.strip() for m in method.split(",") if m.strip()],
+        learners=[*LEARNERS, ("trees", 0.0)] if trees else LEARNERS,
+        folds=folds,
+        command="ragattn probe train" + (" --trees" if trees else ""),
     )
     typer.echo(report)
+    typer.echo(f"probes written to {out_dir}", err=True)

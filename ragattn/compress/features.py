@@ -14,9 +14,9 @@ every chunk carries the question, so features stay comparable.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -50,16 +50,22 @@ class FeatureSet:
     lexical: bool
     dense: bool
     rows: Rows = "last"
+    layers: int | None = None  # leading layers the attention block reads (None: all)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SentenceFeatures:
-    """A ``[len(units), len(names)]`` float64 matrix, one row per unit, columns named."""
+    """A ``[len(units), len(names)]`` float64 matrix, one row per unit, columns named.
+
+    ``config`` says how the attention block was computed (``rows``, ``layers`` read, weights'
+    ``dtype``; empty without attention): a probe refuses features computed another way.
+    """
 
     units: tuple[Unit, ...]
     names: tuple[str, ...]
     matrix: np.ndarray
     chunks: int
+    config: Mapping[str, Any] = field(default_factory=dict)
 
 
 def plan_chunks(
@@ -105,49 +111,60 @@ def attention_block(
     units: Sequence[Unit],
     *,
     rows: Rows = "last",
+    layers: int | None = None,
     max_chunk_tokens: int = 2048,
 ) -> tuple[np.ndarray, tuple[str, ...], int]:
-    """Log-share attention features per unit: ``[n_units, L*H]`` (or twice that with
-    rows="both")."""
+    """Log-share attention features per unit: ``[n_units, layers*H]`` (twice that with
+    rows="both"), from **one** forward per chunk that stops after layer ``layers - 1``.
+
+    ``layers`` is the number of leading layers read (None: all). The query-span rows and the last
+    row come from the same capture, so ``rows="both"`` costs no second forward, and a
+    layer-restricted probe's features equal the corresponding columns of the all-layer features.
+    """
     engine = engine_for(proxy)
-    heads = HeadSet.all(proxy.num_layers, proxy.num_heads)
+    depth = proxy.num_layers if layers is None else layers
+    if not 1 <= depth <= proxy.num_layers:
+        raise ConfigError(f"layers must be in [1, {proxy.num_layers}], got {layers}")
+    heads = HeadSet.from_layers(range(depth), proxy.num_heads)
     n_heads = len(heads)
-    blocks = 2 if rows == "both" else 1
-    out = np.zeros((len(units), n_heads * blocks), dtype=np.float64)
+    kinds: list[str] = ["last", "query"] if rows == "both" else [rows]
+    out = np.zeros((len(units), n_heads * len(kinds)), dtype=np.float64)
     chunks = plan_chunks(proxy, documents, units, max_chunk_tokens)
     for chunk in chunks:
         sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs), proxy.tokenizer)
         ctx = (built.document(0).tokens.start, built.document(len(sub_docs) - 1).tokens.end)
         last = len(built.input_ids) - 1
-        if rows == "last":
-            row_sets = [[last]]
-        elif rows == "query":
-            row_sets = [list(range(built.query_span.start, len(built.input_ids)))]
-        else:
-            row_sets = [[last], list(range(built.query_span.start, len(built.input_ids)))]
+        span_rows = [last] if rows == "last" else list(range(built.query_span.start, last + 1))
+        cap = engine.capture(built.input_ids, span_rows, heads, reduce="none")
         n_ctx = max(1, ctx[1] - ctx[0])
-        for b, row_set in enumerate(row_sets):
-            cap = engine.capture(built.input_ids, row_set, heads, reduce="mean")
-            share = cap.weights[:, 0, ctx[0] : ctx[1]]
+        scored: list[int] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        for i in chunk:
+            unit = units[i]
+            sub, base = offsets[unit.doc]
+            span = built.document_text_tokens(sub, unit.start - base, unit.end - base)
+            if len(span) == 0:
+                continue
+            scored.append(i)
+            starts.append(span.start - ctx[0])
+            ends.append(span.end - ctx[0])
+        if not scored:
+            continue
+        lo = torch.tensor(starts, device=cap.weights.device)
+        hi = torch.tensor(ends, device=cap.weights.device)
+        width = (hi - lo).to(torch.float32)
+        for b, kind in enumerate(kinds):
+            weights = cap.weights[:, -1] if kind == "last" else cap.weights.mean(dim=1)
+            share = weights[:, ctx[0] : ctx[1]]
             share = share / share.sum(dim=-1, keepdim=True).clamp_min(1e-12)
-            share = torch.nan_to_num(share) * n_ctx
-            scored, means = [], []
-            for i in chunk:
-                unit = units[i]
-                sub, base = offsets[unit.doc]
-                span = built.document_text_tokens(sub, unit.start - base, unit.end - base)
-                if len(span) == 0:
-                    continue
-                scored.append(i)
-                means.append(share[:, span.start - ctx[0] : span.end - ctx[0]].mean(dim=1))
-            if scored:  # one device-to-host copy per chunk: [units, heads]
-                out[scored, b * n_heads : (b + 1) * n_heads] = torch.stack(means).cpu().numpy()
-    names = tuple(
-        f"{kind}:L{layer}H{h}"
-        for kind in (["last", "query"] if rows == "both" else [rows])
-        for layer, h in heads.pairs
-    )
+            share = torch.nan_to_num(share) * n_ctx  # [heads, ctx]; 1.0 = uniform reading
+            # Mean share over each unit's tokens by prefix sums: one kernel for all units.
+            csum = torch.nn.functional.pad(share.double().cumsum(dim=-1), (1, 0))
+            means = (csum[:, hi] - csum[:, lo]) / width.double()  # [heads, units]
+            out[scored, b * n_heads : (b + 1) * n_heads] = means.T.cpu().numpy()
+    names = tuple(f"{kind}:L{layer}H{h}" for kind in kinds for layer, h in heads.pairs)
     return np.log(out + EPS), names, len(chunks)
 
 
@@ -187,23 +204,44 @@ def sentence_features(
     lexical: bool = True,
     dense: bool = True,
     rows: Rows = "last",
+    layers: int | None = None,
     max_chunk_tokens: int = 2048,
 ) -> SentenceFeatures:
     """All requested feature blocks for ``units``, concatenated in a fixed order."""
     blocks: list[np.ndarray] = []
     names: list[str] = []
     chunks = 0
+    config: dict[str, Any] = {}
     if attention:
         if proxy is None:
             raise ConfigError("attention features need a loaded proxy")
         block, block_names, chunks = attention_block(
-            proxy, query, documents, units, rows=rows, max_chunk_tokens=max_chunk_tokens
+            proxy,
+            query,
+            documents,
+            units,
+            rows=rows,
+            layers=layers,
+            max_chunk_tokens=max_chunk_tokens,
         )
         blocks.append(block)
         names += block_names
+        config = attention_config(proxy, rows=rows, layers=layers)
     if lexical:
         block, block_names = lexical_block(query, documents, units, dense=dense)
         blocks.append(block)
         names += block_names
     matrix = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(units), 0))
-    return SentenceFeatures(units=tuple(units), names=tuple(names), matrix=matrix, chunks=chunks)
+    return SentenceFeatures(
+        units=tuple(units), names=tuple(names), matrix=matrix, chunks=chunks, config=config
+    )
+
+
+def attention_config(proxy: Proxy, *, rows: Rows, layers: int | None) -> dict[str, Any]:
+    """What a probe must match to read this proxy's attention features: the rows, the number of
+    leading layers read and the weights' dtype (bf16 features differ from fp32 ones)."""
+    return {
+        "rows": rows,
+        "layers": proxy.num_layers if layers is None else layers,
+        "dtype": "int8" if proxy.quantize == "int8" else str(proxy.dtype).removeprefix("torch."),
+    }

@@ -7,6 +7,7 @@ per unit and the number of proxy chunks read (0 when no proxy forward ran).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -30,14 +31,23 @@ class UnitScorer(Protocol):
 
 class ProbeScorer:
     """A trained probe (:class:`~ragattn.compress.probe.Probe`) over the feature blocks of
-    ``features``; ``proxy`` may be None when the blocks need no attention."""
+    ``features``; ``proxy`` may be None when the blocks need no attention.
+
+    The attention rows and the number of layers read come from the probe's file (its ``rows`` and
+    ``layers``), so a layer-restricted probe runs the forward only as deep as it reads.
+    """
 
     def __init__(
         self, proxy: Proxy | None, probe: Probe, features: FeatureSet, *, max_chunk_tokens: int
     ) -> None:
         self.proxy = proxy
         self.probe = probe
-        self.features = features
+        layers = probe.config.get("layers")
+        self.features = replace(
+            features,
+            rows=probe.config.get("rows", features.rows),
+            layers=int(layers) if layers is not None else features.layers,
+        )
         self.max_chunk_tokens = max_chunk_tokens
 
     def score(
@@ -53,9 +63,10 @@ class ProbeScorer:
             lexical=spec.lexical,
             dense=spec.dense,
             rows=spec.rows,
+            layers=spec.layers,
             max_chunk_tokens=self.max_chunk_tokens,
         )
-        return self.probe.predict(feats.names, feats.matrix), feats.chunks
+        return self.probe.predict(feats.names, feats.matrix, feats.config), feats.chunks
 
 
 class FocalScorer:

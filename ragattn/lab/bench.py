@@ -184,10 +184,21 @@ def hotpot_context(data_dir: Path, target_tokens: int, proxy: Proxy) -> tuple[st
 
 
 def bench_compress(
-    proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: int = 5
+    proxy: Proxy,
+    data_dir: Path,
+    *,
+    tokens: int = 2000,
+    runs: int = 5,
+    methods: Sequence[str] | None = None,
+    reference_models_dir: Path | None = None,
+    passes: bool = True,
 ) -> list[dict]:
     """Median seconds to compress a ~``tokens``-token context to 20 % with each method, and the
-    one-pass ``rerank_and_compress`` against a separate rerank (ICR) plus compress call."""
+    one-pass ``rerank_and_compress`` against a separate rerank (ICR) plus compress call.
+
+    ``reference_models_dir`` adds a row per attention probe method with the probes found there
+    (e.g. the previous release's), timed in the same run as the current ones.
+    """
     from ragattn.compress import METHODS, Compressor
     from ragattn.embed import shared_embedder
     from ragattn.rerank import Reranker
@@ -195,17 +206,25 @@ def bench_compress(
     query, docs = hotpot_context(data_dir, tokens, proxy)
     embedder = shared_embedder()
     rows = []
-    for method in METHODS:
-        comp = Compressor(proxy, method=method)
+    variants: list[tuple[str, Compressor]] = [
+        (f"compress, {m}", Compressor(proxy, method=m)) for m in (methods or list(METHODS))
+    ]
+    if reference_models_dir is not None:
+        variants += [
+            (
+                f"compress, {m} (reference probes: {reference_models_dir})",
+                Compressor(proxy, method=m, models_dir=reference_models_dir),
+            )
+            for m in ("fused", "sentinel")
+        ]
+    for name, comp in variants:
 
         def cold(c: Compressor = comp) -> object:
             embedder.clear_cache()  # every run embeds the sentences afresh
             return c.compress(query, docs, ratio=0.2)
 
-        timing = time_runs(method, cold, runs)
-        rows.append(
-            {"variant": f"compress, {method}", "median_s": timing.median, "runs_s": timing.seconds}
-        )
+        timing = time_runs(name, cold, runs)
+        rows.append({"variant": name, "median_s": timing.median, "runs_s": timing.seconds})
     default = Compressor(proxy)
     fresh = iter(range(10**6))
     timing = time_runs(
@@ -218,6 +237,8 @@ def bench_compress(
             "runs_s": timing.seconds,
         }
     )
+    if not passes:
+        return _with_context(rows, proxy, docs)
     comp = Compressor(proxy, method="fused")
     reranker = Reranker(proxy, method="icr")
     one = time_runs(
@@ -244,6 +265,11 @@ def bench_compress(
             "runs_s": two.seconds,
         }
     )
+    return _with_context(rows, proxy, docs)
+
+
+def _with_context(rows: list[dict], proxy: Proxy, docs: Sequence[Document]) -> list[dict]:
+    """Every row gets the context size and the runtime (device, dtype, CPU capability)."""
     n_tokens = sum(len(proxy.tokenizer(d.text)["input_ids"]) for d in docs)
     for row in rows:
         row["context_tokens"] = n_tokens

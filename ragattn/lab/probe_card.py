@@ -1,64 +1,59 @@
-"""Fitting every probe method on one feature table, choosing C by grouped cross-validation, and
-writing the weights with a model card (data, command, metrics) under ``models/<proxy>/``."""
+"""Fitting every probe method on one feature table, choosing the learner by grouped
+cross-validation, and writing the weights with a model card (data, command, metrics) under
+``models/<proxy>/``.
+
+Each method's feature configuration (rows, layers read, per-question normalisation) is declared in
+:data:`METHOD_CONFIGS`; it is the outcome of the probe study (``pipelines/probe_study.py``,
+BENCHMARKS.md §3), and it is written into each probe file, so the runtime computes exactly those
+features. The learner (logistic-regression strength or boosted trees) is chosen here by CV.
+"""
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
 
-import numpy as np
-
-from ragattn.compress.features import FeatureSet
-from ragattn.lab.probe_training import FeatureTable, extract, load_training, select_columns, train
+from ragattn.lab.feature_store import FeatureStore
+from ragattn.lab.probe_training import (
+    QUOTAS,
+    ExtractionStats,
+    FeatureTable,
+    Learner,
+    ProbeConfig,
+    cv_r_precision,
+    extract,
+    load_training,
+    train,
+)
+from ragattn.lab.profile_writers import replace_card_section
 from ragattn.proxy import Proxy
 
-C_GRID = (0.01, 0.1, 1.0)
+CARD_START = "<!-- probes:start -->"
+CARD_END = "<!-- probes:end -->"
+
+METHOD_CONFIGS: Mapping[str, ProbeConfig] = MappingProxyType(
+    {
+        "fused": ProbeConfig(
+            attention=True, lexical=True, dense=True, rows="last", layers=None, normalise="both"
+        ),
+        "sentinel": ProbeConfig(
+            attention=True, lexical=False, dense=False, rows="last", layers=None, normalise="both"
+        ),
+        "lexical": ProbeConfig(attention=False, lexical=True, dense=True, normalise="both"),
+    }
+)
+"""Feature configuration of each probe method (see the module docstring)."""
+
+LEARNERS: Sequence[tuple[Learner, float]] = (("logreg", 0.01), ("logreg", 0.1), ("logreg", 1.0))
+"""Learner candidates compared by CV for every method (``("trees", 0)`` adds boosted trees)."""
 
 
-def _save_table(path: Path, table: FeatureTable) -> None:
-    np.savez_compressed(
-        path,
-        names=np.asarray(table.names),
-        x=table.x,
-        y=table.y,
-        groups=table.groups,
-        sources=np.asarray(table.sources),
-    )
-
-
-def _load_table(path: Path) -> FeatureTable:
-    with np.load(path, allow_pickle=False) as d:
-        return FeatureTable(
-            names=tuple(str(n) for n in d["names"]),
-            x=d["x"],
-            y=d["y"],
-            groups=d["groups"],
-            sources=tuple(str(s) for s in d["sources"]),
-        )
-
-
-def _cv_r_precision(x: np.ndarray, y: np.ndarray, groups: np.ndarray, c: float) -> float:
-    """Mean R-precision per question over 5 grouped folds (questions never split across folds)."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.model_selection import GroupKFold
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    scores = []
-    for tr, te in GroupKFold(n_splits=5).split(x, y, groups):
-        model = make_pipeline(
-            StandardScaler(), LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
-        )
-        model.fit(x[tr], y[tr])
-        p = model.decision_function(x[te])
-        for g in np.unique(groups[te]):
-            m = groups[te] == g
-            r = int(y[te][m].sum())
-            if r:
-                top = np.argsort(-p[m], kind="stable")[:r]
-                scores.append(float(y[te][m][top].sum()) / r)
-    return float(np.mean(scores))
+def _learner_label(learner: str, c: float) -> str:
+    return "trees" if learner == "trees" else f"logreg C={c}"
 
 
 def fit_all(
@@ -66,57 +61,91 @@ def fit_all(
     data_dir: Path,
     out_dir: Path,
     *,
-    per_source: int,
-    features_cache: Path | None,
-    methods: Mapping[str, FeatureSet],
+    store: FeatureStore,
+    per_source: int | None = None,
+    methods: Sequence[str] = tuple(METHOD_CONFIGS),
+    learners: Sequence[tuple[Learner, float]] = LEARNERS,
+    folds: int = 5,
+    command: str = "ragattn probe train",
 ) -> str:
-    """Fit each probe method; returns the model card text (also written to
-    ``out_dir/README.md``)."""
-    if features_cache and features_cache.is_file():
-        table = _load_table(features_cache)
-    else:
-        table = extract(proxy, load_training(data_dir, per_source=per_source))
-        if features_cache:
-            _save_table(features_cache, table)
+    """Extract (or read from ``store``) the training features, fit each probe method with the
+    learner that CV prefers, write ``<method>.npz`` and the card (``README.md``) to ``out_dir``;
+    returns the card text."""
+    examples = load_training(data_dir, per_source=per_source)
+    table, stats = extract(store, examples)
     out_dir.mkdir(parents=True, exist_ok=True)
-    counts: dict[str, int] = {}
-    for s in table.sources:
-        counts[s] = counts.get(s, 0) + 1
+    dtype = str(proxy.dtype).removeprefix("torch.")
     rows = []
-    for name, spec in methods.items():
-        flags = {"attention": spec.attention, "lexical": spec.lexical, "dense": spec.dense}
-        _, x = select_columns(table, **flags)
-        cv = {c: _cv_r_precision(x, table.y, table.groups, c) for c in C_GRID}
-        best = max(cv, key=lambda c: cv[c])
-        probe = train(table, c=best, config={**flags, "rows": "last", "C": best}, **flags)
+    for name in methods:
+        base = METHOD_CONFIGS[name]
+        cv = {
+            (learner, c): cv_r_precision(table, replace(base, learner=learner, c=c), folds=folds)
+            for learner, c in learners
+        }
+        best = max(cv, key=lambda k: cv[k])
+        probe = train(table, replace(base, learner=best[0], c=best[1]), dtype=dtype)
         probe.save(out_dir / f"{name}.npz")
-        rows.append(
-            f"| {name} | {len(probe.names)} | {best} | "
-            + " | ".join(f"{cv[c]:.3f}" for c in C_GRID)
-            + " |"
-        )
-    card = "\n".join(
-        [
-            f"# Sentence probes for `{proxy.name}`",
-            "",
-            f"Written by `ragattn probe train --per-source {per_source}` "
-            f"on {dt.date.today().isoformat()}.",
-            "Standardised, class-balanced, L2 logistic regressions over per-sentence features",
-            "(`ragattn/compress/features.py`); "
-            "C chosen by 5-fold grouped CV (R-precision per question).",
-            "",
-            "Training questions per source "
-            "(evaluation questions excluded; see `ragattn/lab/probe_training.py`):",
-            "",
-            *[f"- {k}: {v}" for k, v in sorted(counts.items())],
-            "- (MuSiQue labels paragraphs only and gives no sentence-labelled example)",
-            f"- sentences: {len(table.y)}, positive: {int(table.y.sum())}",
-            "",
-            "| method | features | C | " + " | ".join(f"CV R-prec C={c}" for c in C_GRID) + " |",
-            "|---|---|---|" + "---|" * len(C_GRID),
-            *rows,
-            "",
-        ]
+        rows.append((name, base, len(probe.names), best, cv))
+    card = _card(proxy, table, stats, rows, learners, per_source, folds, command)
+    replace_card_section(
+        out_dir / "README.md", f"{CARD_START}\n{card}{CARD_END}", CARD_START, CARD_END, first=True
     )
-    (out_dir / "README.md").write_text(card)
     return card
+
+
+def _card(
+    proxy: Proxy,
+    table: FeatureTable,
+    stats: ExtractionStats,
+    rows: list,
+    learners: Sequence[tuple[Learner, float]],
+    per_source: int | None,
+    folds: int,
+    command: str,
+) -> str:
+    counts = Counter(table.sources)
+    positives: Counter[str] = Counter()
+    sentences: Counter[str] = Counter()
+    for g, source in enumerate(table.sources):
+        mask = table.groups == g
+        positives[source] += int(table.y[mask].sum())
+        sentences[source] += int(mask.sum())
+    quota_line = f"at most {per_source} per source" if per_source else "the quotas of `QUOTAS`"
+    spq = stats.seconds_per_question
+    header = "| method | rows | layers | normalise | features | learner | " + " | ".join(
+        f"CV {_learner_label(lr, c)}" for lr, c in learners
+    )
+    lines = [
+        f"# Sentence probes for `{proxy.name}`",
+        "",
+        f"Written by `{command}` on {dt.date.today().isoformat()} ({quota_line}).",
+        f"Class-balanced probes over per-sentence features (`ragattn/compress/features.py`); the "
+        f"learner of each method chosen by {folds}-fold grouped CV (R-precision per question; "
+        "a question never spans two folds). The feature configuration of each method is in its "
+        "file and in `ragattn/lab/probe_card.py` (`METHOD_CONFIGS`).",
+        "",
+        "Training questions per source (evaluation questions excluded; see "
+        "`ragattn/lab/probe_training.py`):",
+        "",
+        "| source | questions | sentences | positive |",
+        "|---|---|---|---|",
+        *[f"| {s} | {counts[s]} | {sentences[s]} | {positives[s]} |" for s in sorted(counts)],
+        f"| **all** | **{len(table.sources)}** | **{len(table.y)}** | **{int(table.y.sum())}** |",
+        "",
+        f"Quotas: {dict(QUOTAS)}. MuSiQue labels paragraphs only and gives no sentence example.",
+        f"Feature extraction this run: {stats.computed} of {stats.examples} questions computed"
+        + (f", {spq:.2f} s per question" if spq else " (all read from the feature store)")
+        + ".",
+        "",
+        header + " |",
+        "|---|---|---|---|---|---|" + "---|" * len(learners),
+    ]
+    for name, base, n_features, best, cv in rows:
+        layers = "all" if base.layers is None else f"0–{base.layers - 1}"
+        lines.append(
+            f"| {name} | {base.rows if base.attention else '–'} | "
+            f"{layers if base.attention else '–'} | {base.normalise} | {n_features} | "
+            f"{_learner_label(*best)} | " + " | ".join(f"{cv[k]:.3f}" for k in learners) + " |"
+        )
+    lines.append("")
+    return "\n".join(lines)

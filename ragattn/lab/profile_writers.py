@@ -140,11 +140,22 @@ def card_section(payload: dict[str, Any]) -> str:
 
 def write_card_section(readme: Path, section: str) -> None:
     """Append ``section`` to the model card, replacing an earlier retrieval-heads section."""
+    replace_card_section(readme, section, CARD_START, CARD_END)
+
+
+def replace_card_section(
+    readme: Path, section: str, start: str, end: str, *, first: bool = False
+) -> None:
+    """Put ``section`` (which begins with ``start`` and ends with ``end``) into the model card in
+    place of an earlier one between the same markers; otherwise append it (or, with ``first``,
+    put it first). The card's other sections are kept as they are."""
     text = readme.read_text() if readme.is_file() else ""
-    if CARD_START in text and CARD_END in text:
-        before, rest = text.split(CARD_START, 1)
-        after = rest.split(CARD_END, 1)[1]
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        after = rest.split(end, 1)[1]
         text = before + section + after
+    elif first:
+        text = section + "\n" + ("\n" + text.lstrip("\n") if text else "")
     else:
         text = text.rstrip("\n") + ("\n\n" if text else "") + section + "\n"
     readme.parent.mkdir(parents=True, exist_ok=True)
@@ -155,6 +166,7 @@ __all__ = [
     "CARD_END",
     "CARD_START",
     "card_section",
+    "replace_card_section",
     "retrieval_profile_payload",
     "write_card_section",
     "write_rerank_profile",

@@ -80,7 +80,7 @@ class BeirDataset:
     qrels: Qrels
 
 
-def _read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     if not path.is_file():
         raise InvalidInputError(
             f"{path} does not exist; point the loader at the shared data folder"
@@ -150,7 +150,7 @@ def load_candidates(candidates: str | Path, qrels: str | Path, top_k: int = 100)
     if top_k < 1:
         raise InvalidInputError(f"top_k must be >= 1, got {top_k}")
     queries = []
-    for row in _read_jsonl(Path(candidates)):
+    for row in read_jsonl(Path(candidates)):
         cands = sorted(row["candidates"], key=lambda c: c["rank"])[:top_k]
         queries.append(
             RerankQuery(
@@ -185,11 +185,11 @@ def load_beir(path: str | Path, split: Literal["test", "train", "dev"] = "test")
     qrels = read_beir_qrels(qrels_path)
     corpus = {
         str(d["_id"]): CorpusDoc(doc_id=str(d["_id"]), title=d.get("title") or "", text=d["text"])
-        for d in _read_jsonl(folder / "corpus.jsonl")
+        for d in read_jsonl(folder / "corpus.jsonl")
     }
     queries = {
         str(q["_id"]): q["text"]
-        for q in _read_jsonl(folder / "queries.jsonl")
+        for q in read_jsonl(folder / "queries.jsonl")
         if str(q["_id"]) in qrels
     }
     return BeirDataset(corpus=corpus, queries=queries, qrels=qrels)
@@ -284,7 +284,7 @@ class DataSplit:
     evaluation: tuple[QAExample, ...]
 
 
-def _joined_passage(
+def joined_passage(
     title: str, sentences: Sequence[str], gold: Iterable[int], *, is_gold: bool
 ) -> tuple[Passage, int]:
     """Join stripped sentences with single spaces; returns the passage and dropped gold count.
@@ -318,7 +318,7 @@ def _joined_passage(
     return passage, len(gold_set) - len(supporting)
 
 
-def _split_passage(
+def split_passage(
     title: str, text: str, *, is_gold: bool, gold_chars: Iterable[int] = ()
 ) -> Passage:
     """Split ``text`` with split_sentences; a sentence is gold if it holds a ``gold_chars`` offset.
@@ -360,7 +360,7 @@ def _hotpot_style(path: Path, limit: int | None, source: str) -> tuple[QAExample
         dropped += sum(len(v) for t, v in gold.items() if t not in titles)
         passages = []
         for title, sentences in rec["context"]:
-            passage, lost = _joined_passage(
+            passage, lost = joined_passage(
                 title, sentences, gold.get(title, ()), is_gold=title in gold
             )
             passages.append(passage)
@@ -398,9 +398,9 @@ def load_musique(path: str | Path, limit: int | None = None) -> tuple[QAExample,
     """MuSiQue-Ans (jsonl). Labels are paragraph-level only: ``Passage.is_gold`` is set,
     ``Passage.supporting`` stays empty. Answers are the answer followed by its aliases."""
     examples = []
-    for rec in _limited(_read_jsonl(Path(path)), limit):
+    for rec in _limited(read_jsonl(Path(path)), limit):
         passages = tuple(
-            _split_passage(p["title"], p["paragraph_text"], is_gold=bool(p["is_supporting"]))
+            split_passage(p["title"], p["paragraph_text"], is_gold=bool(p["is_supporting"]))
             for p in rec["paragraphs"]
         )
         answers = tuple(dict.fromkeys([rec["answer"], *rec.get("answer_aliases", [])]))
@@ -429,7 +429,7 @@ def load_squad(
                     if answerable_only and qa.get("is_impossible", False):
                         continue
                     answers = [a for a in qa.get("answers", []) if not qa.get("is_impossible")]
-                    passage = _split_passage(
+                    passage = split_passage(
                         article["title"],
                         para["context"],
                         is_gold=bool(answers),
@@ -459,7 +459,7 @@ def load_scifact_rationales(
     qrels = read_beir_qrels(folder / "qrels" / f"{split}.tsv")
     evidence: dict[str, dict[str, set[int]]] = {}
     claims: dict[str, str] = {}
-    for row in _read_jsonl(folder / "evidence.jsonl"):
+    for row in read_jsonl(folder / "evidence.jsonl"):
         qid = str(row["query_id"])
         if qid in qrels:
             claims[qid] = row["claim"]
@@ -469,14 +469,14 @@ def load_scifact_rationales(
     needed = {d for q in evidence for d in (*qrels[q], *evidence[q])}
     docs = {
         str(d["_id"]): d
-        for d in _read_jsonl(folder / "corpus_sentences.jsonl")
+        for d in read_jsonl(folder / "corpus_sentences.jsonl")
         if str(d["_id"]) in needed
     }
     examples = []
     for qid in _limited(sorted(evidence, key=int), limit):
         doc_ids = list(dict.fromkeys([*qrels[qid], *evidence[qid]]))
         passages = tuple(
-            _joined_passage(
+            joined_passage(
                 docs[d]["title"], docs[d]["sentences"], evidence[qid].get(d, ()), is_gold=True
             )[0]
             for d in doc_ids

@@ -14,12 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from ragattn.assets import default_models_dir
+from ragattn.compress import Compressor
 from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import PROBE_METHODS, probe_path
+from ragattn.compress.registry import probe_path
+from ragattn.errors import ConfigError
 from ragattn.lab.evaluation.datasets import Passage, RerankQuery
-from ragattn.lab.probe_training import FeatureTable, select_columns
+from ragattn.lab.feature_store import FeatureStore
 from ragattn.proxy import Proxy
 from ragattn.rerank import Reranker
 from ragattn.types import Document
@@ -49,6 +51,23 @@ class RerankerSystem:
         return {c.doc_id: float(s) for c, s in zip(cands, raw, strict=True)}
 
 
+class CompressorRankSystem:
+    """A compress probe as a harness ranker: each candidate's score is its best sentence's keep
+    probability (:meth:`Compressor.rerank_and_compress`, one scoring pass). Candidates are passed
+    in a seeded shuffle, as the service would receive them: no first-stage order."""
+
+    def __init__(self, compressor: Compressor, *, seed: int = 13) -> None:
+        self.compressor = compressor
+        self.seed = seed
+
+    def __call__(self, query: RerankQuery) -> dict[str, float]:
+        cands = list(query.candidates)
+        random.Random(f"{self.seed}:{query.qid}").shuffle(cands)
+        docs = [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in cands]
+        ranked, _ = self.compressor.rerank_and_compress(query.query, docs, ratio=1.0)
+        return {cands[r.index].doc_id: float(r.raw_score) for r in ranked}
+
+
 def _documents(passages: Sequence[Passage]) -> tuple[list[Document], list[Unit]]:
     docs = [Document(text=p.text, title=p.title or None) for p in passages]
     units = [Unit(d, a, b) for d, p in enumerate(passages) for a, b in p.sentence_spans]
@@ -64,38 +83,54 @@ def _unflatten(flat: np.ndarray, passages: Sequence[Passage]) -> list[np.ndarray
 
 
 class FeatureCache:
-    """All feature blocks of each example, computed once and shared by the probe methods (the
-    harness runs one system over all examples before the next)."""
+    """The widest feature blocks of each example (all layers, last and query-span rows, lexical
+    and MiniLM columns), computed once and shared by the probe methods. With a
+    :class:`~ragattn.lab.feature_store.FeatureStore` they persist on disk across runs."""
 
-    def __init__(self, proxy: Proxy) -> None:
+    def __init__(self, proxy: Proxy, store: FeatureStore | None = None, source: str = "") -> None:
         self.proxy = proxy
+        self.store = store
+        self.source = source or "eval"
         self._features: dict[tuple[str, tuple[str, ...]], SentenceFeatures] = {}
 
     def get(self, question: str, passages: Sequence[Passage]) -> SentenceFeatures:
         key = (question, tuple(p.text for p in passages))
         if key not in self._features:
             docs, units = _documents(passages)
-            self._features[key] = sentence_features(self.proxy, question, docs, units)
+            if self.store is not None:
+                feats, _ = self.store.get(self.source, question, docs, units)
+            else:
+                feats = sentence_features(self.proxy, question, docs, units, rows="both")
+            self._features[key] = feats
         return self._features[key]
 
 
 class ProbeSystem:
-    """A trained probe method (fused / sentinel / lexical) scoring gold sentences."""
+    """A trained probe method (fused / sentinel / lexical, or any given :class:`Probe`) scoring
+    gold sentences from the shared features (the probe reads its own columns of them)."""
 
-    def __init__(self, cache: FeatureCache, method: str, models_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        cache: FeatureCache,
+        method: str,
+        models_dir: Path | None = None,
+        probe: Probe | None = None,
+    ) -> None:
         self.cache = cache
-        self.spec = PROBE_METHODS[method]
-        self.probe = Probe.load(probe_path(models_dir or default_models_dir(), cache.proxy, method))
+        self.probe = probe or Probe.load(
+            probe_path(models_dir or default_models_dir(), cache.proxy, method)
+        )
 
     def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
         feats = self.cache.get(question, passages)
-        table = FeatureTable(
-            names=feats.names, x=feats.matrix, y=np.zeros(0), groups=np.zeros(0), sources=()
-        )
-        names, x = select_columns(
-            table, attention=self.spec.attention, lexical=self.spec.lexical, dense=self.spec.dense
-        )
-        return _unflatten(self.probe.predict(names, x), passages)
+        if self.probe.config.get("attention"):
+            dtype = feats.config.get("dtype")
+            if self.probe.config.get("dtype") not in (None, dtype):
+                raise ConfigError(
+                    f"the probe was fitted on {self.probe.config.get('dtype')} features, these "
+                    f"are {dtype}"
+                )
+        return _unflatten(self.probe.predict(feats.names, feats.matrix), passages)
 
 
 class RawAttentionSystem:
