@@ -95,13 +95,24 @@ def main() -> None:
     parser.add_argument(
         "--cached-only", action="store_true", help="Study only the examples already extracted."
     )
+    parser.add_argument(
+        "--train-limit",
+        type=int,
+        default=None,
+        help="Use only the first N training questions (the list is interleaved, so balanced).",
+    )
+    parser.add_argument(
+        "--eval-sets", default=",".join(EVAL_SETS), help="Comma-separated evaluation sets."
+    )
     args = parser.parse_args()
     print("cpu capability", torch.backends.cpu.get_cpu_capability(), flush=True)
     proxy = load_proxy(args.proxy, threads=2)
     store = FeatureStore(default_root(), proxy)
-    table, stats = extract(store, load_training(args.data), cached_only=args.cached_only)
+    examples = load_training(args.data)[: args.train_limit]
+    table, stats = extract(store, examples, cached_only=args.cached_only)
     print("training", asdict(stats), "s/q", stats.seconds_per_question, table.x.shape, flush=True)
-    caches = eval_caches(proxy, store, args.data)
+    wanted = [n.strip() for n in args.eval_sets.split(",") if n.strip()]
+    caches = {k: v for k, v in eval_caches(proxy, store, args.data).items() if k in wanted}
     if not args.cached_only:
         print("eval s/q", warm(caches), flush=True)
     if args.stage == "extract":

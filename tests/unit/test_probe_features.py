@@ -36,11 +36,12 @@ def test_early_exit_leaves_the_features_a_shallow_probe_reads_unchanged(proxy: A
     assert all(int(n.split(":L")[1].split("H")[0]) < 8 for n in shallow_names)
     cols = [names.index(n) for n in shallow_names]
     np.testing.assert_allclose(shallow, full[:, cols], atol=1e-6, rtol=0)
-    # "both" is one forward; its blocks equal the single-row-kind computations.
+    # "both" is one forward; its blocks equal the single-row-kind computations up to float
+    # rounding (another set of captured rows changes the kernels' blocking: 4e-6 seen on AVX-512).
     last, last_names, _ = attention_block(proxy, QUERY, DOCS, units, rows="last")
     query, query_names, _ = attention_block(proxy, QUERY, DOCS, units, rows="query")
-    np.testing.assert_allclose(full[:, [names.index(n) for n in last_names]], last, atol=1e-6)
-    np.testing.assert_allclose(full[:, [names.index(n) for n in query_names]], query, atol=1e-6)
+    np.testing.assert_allclose(full[:, [names.index(n) for n in last_names]], last, atol=5e-5)
+    np.testing.assert_allclose(full[:, [names.index(n) for n in query_names]], query, atol=5e-5)
     # The attention differs between sentences (a constant block would make this test vacuous).
     assert float(full.std(axis=0).mean()) > 0.05
 
