@@ -32,8 +32,6 @@ from ragattn.errors import ConfigError
 from ragattn.lexical import sigmoid
 
 Normalise = Literal["none", "zscore", "both"]
-CHECKED_KEYS = ("rows", "layers", "dtype")
-"""Feature-configuration keys that must match between a probe and the features it reads."""
 
 
 def pool_layers(names: tuple[str, ...], matrix: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
@@ -159,18 +157,30 @@ class Probe:
     def check_features(self, config: Mapping[str, Any]) -> None:
         """Refuse features computed with another configuration than the probe was trained on.
 
+        Wider features are accepted: ``rows="both"`` holds the last and the query rows, and more
+        layers hold the probe's layers (early exit leaves those columns unchanged); the probe then
+        reads its own columns by name. The weights' dtype must match exactly.
+
         Raises:
-            ConfigError: a key of :data:`CHECKED_KEYS` that the probe records differs.
+            ConfigError: rows, layers or dtype that do not hold the probe's features.
         """
         if not self.config.get("attention", False):
             return
-        for key in CHECKED_KEYS:
-            want = self.config.get(key)
-            if want is not None and config.get(key) != want:
+        want_rows, got_rows = self.config.get("rows"), config.get("rows")
+        want_layers, got_layers = self.config.get("layers"), config.get("layers")
+        want_dtype, got_dtype = self.config.get("dtype"), config.get("dtype")
+        problems = {
+            "rows": want_rows is not None and got_rows not in (want_rows, "both"),
+            "layers": want_layers is not None
+            and (got_layers is None or int(got_layers) < int(want_layers)),
+            "dtype": want_dtype is not None and got_dtype != want_dtype,
+        }
+        for key, bad in problems.items():
+            if bad:
                 raise ConfigError(
-                    f"the probe was trained on attention features with {key}={want!r}, but these "
-                    f"were computed with {key}={config.get(key)!r}; retrain it with: "
-                    "ragattn probe train"
+                    f"the probe was trained on attention features with {key}="
+                    f"{self.config.get(key)!r}, but these were computed with {key}="
+                    f"{config.get(key)!r}; retrain it with: ragattn probe train"
                 )
 
     def columns(self, names: tuple[str, ...]) -> list[int]:

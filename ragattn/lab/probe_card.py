@@ -35,26 +35,19 @@ from ragattn.proxy import Proxy
 CARD_START = "<!-- probes:start -->"
 CARD_END = "<!-- probes:end -->"
 
+_FUSED = ProbeConfig(
+    attention=True,
+    lexical=True,
+    dense=True,
+    rows="query",
+    layers=None,
+    normalise="both",
+    pool="layer",
+)
 METHOD_CONFIGS: Mapping[str, ProbeConfig] = MappingProxyType(
     {
-        "fused": ProbeConfig(
-            attention=True,
-            lexical=True,
-            dense=True,
-            rows="query",
-            layers=None,
-            normalise="both",
-            pool="layer",
-        ),
-        "sentinel": ProbeConfig(
-            attention=True,
-            lexical=False,
-            dense=False,
-            rows="query",
-            layers=None,
-            normalise="both",
-            pool="layer",
-        ),
+        "fused": _FUSED,
+        "sentinel": replace(_FUSED, lexical=False, dense=False),
         "lexical": ProbeConfig(attention=False, lexical=True, dense=True, normalise="both"),
     }
 )

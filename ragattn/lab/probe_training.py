@@ -487,33 +487,6 @@ def train(table: FeatureTable, config: ProbeConfig, *, dtype: str) -> Probe:
     )
 
 
-def fit_probe(
-    names: tuple[str, ...],
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    c: float = 0.1,
-    config: Mapping[str, Any] | None = None,
-) -> Probe:
-    """Fit a standardised, L2-regularised, class-balanced logistic regression (scikit-learn) on
-    given columns and keep only its arrays."""
-    from sklearn.linear_model import LogisticRegression
-
-    mean = x.mean(axis=0)
-    scale = x.std(axis=0)
-    scale[scale < 1e-9] = 1.0
-    model = LogisticRegression(C=c, max_iter=2000, class_weight="balanced")
-    model.fit((x - mean) / scale, y)
-    return Probe(
-        names=names,
-        mean=mean,
-        scale=scale,
-        coef=model.coef_[0].astype(np.float64),
-        intercept=float(model.intercept_[0]),
-        config=dict(config or {}),
-    )
-
-
 def cv_r_precision(table: FeatureTable, config: ProbeConfig, *, folds: int = 5) -> float:
     """Mean R-precision per question over grouped folds (a question never spans two folds);
     questions without a positive sentence are trained on but not scored."""

@@ -184,3 +184,10 @@ def test_layer_pooling_averages_each_layers_heads_and_keeps_other_columns() -> N
     pooled_names, pooled = pool_layers(names, x)
     assert pooled_names == ("last:L0", "last:L1", "query:L0", "bm25")
     np.testing.assert_array_equal(pooled, [[2.0, 5.0, 7.0, 9.0], [1.0, 4.0, 6.0, 8.0]])
+
+
+def test_probe_accepts_wider_features_that_hold_its_own() -> None:
+    probe = _probe({"attention": True, "rows": "last", "layers": 4, "dtype": "float32"}, ("x",))
+    probe.check_features({"rows": "both", "layers": 30, "dtype": "float32"})
+    with pytest.raises(ConfigError, match="layers"):
+        probe.check_features({"rows": "both", "layers": 3, "dtype": "float32"})

@@ -19,7 +19,6 @@ from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import probe_path
-from ragattn.errors import ConfigError
 from ragattn.lab.evaluation.datasets import Passage, RerankQuery
 from ragattn.lab.feature_store import FeatureStore
 from ragattn.proxy import Proxy
@@ -123,14 +122,7 @@ class ProbeSystem:
 
     def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
         feats = self.cache.get(question, passages)
-        if self.probe.config.get("attention"):
-            dtype = feats.config.get("dtype")
-            if self.probe.config.get("dtype") not in (None, dtype):
-                raise ConfigError(
-                    f"the probe was fitted on {self.probe.config.get('dtype')} features, these "
-                    f"are {dtype}"
-                )
-        return _unflatten(self.probe.predict(feats.names, feats.matrix), passages)
+        return _unflatten(self.probe.predict(feats.names, feats.matrix, feats.config), passages)
 
 
 class RawAttentionSystem:
