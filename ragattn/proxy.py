@@ -252,6 +252,24 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: DeviceLike = "cpu")
     return _DTYPES[name]
 
 
+def native_cpu_bf16() -> bool:
+    """Whether this CPU has native bf16 arithmetic (AVX-512 BF16 or AMX-BF16), read from the
+    kernel's CPU flags; False where they cannot be read (macOS, Windows) or lack both.
+
+    torch's own ``torch.ops.mkldnn._is_mkldnn_bf16_supported()`` is True on any AVX-512 CPU,
+    emulated kernels included, so it cannot tell the machines apart whose bf16 is fast.
+    """
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            return bool(flags & {"avx512_bf16", "amx_bf16"})
+    return False
+
+
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.bfloat16`` -> ``"bfloat16"`` (for logs, ``/ready`` and benchmark tables)."""
     return str(dtype).removeprefix("torch.")

@@ -79,7 +79,7 @@ def main() -> None:
     else:
         proxy = load_proxy("smollm2-135m")
         reranker = Reranker(proxy, method="icr")
-        compressor = Compressor(proxy)  # the trained default method, "fused"
+        compressor = Compressor(proxy)  # the trained default method, "sentinel"
 
     retriever = ContextualCompressionRetriever(
         base_compressor=DocumentCompressorPipeline(

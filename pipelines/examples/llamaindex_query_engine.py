@@ -54,7 +54,7 @@ def main() -> None:
     else:
         proxy = load_proxy("smollm2-135m")
         reranker = Reranker(proxy, method="icr")
-        compressor = Compressor(proxy)  # the trained default method, "fused"
+        compressor = Compressor(proxy)  # the trained default method, "sentinel"
 
     engine = SummaryIndex(NODES).as_query_engine(
         llm=MockLLM(),

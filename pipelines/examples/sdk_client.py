@@ -91,7 +91,7 @@ def main() -> None:
 
     proxy = load_proxy("smollm2-135m")
     reranker = Reranker(proxy, method="icr")
-    compressor = Compressor(proxy)  # the trained default method, "fused"
+    compressor = Compressor(proxy)  # the trained default method, "sentinel"
     local = run(reranker, compressor)
     show("in process: Reranker / Compressor", *local)
 

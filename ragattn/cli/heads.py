@@ -155,6 +155,7 @@ def heads_train(
     alpha: int | None = typer.Option(None, min=1, help="LoRA alpha (default: the rank)."),
     lr: float = typer.Option(3e-3, help="Adam's peak learning rate."),
     warmup: float = typer.Option(0.1, help="Fraction of the steps of linear warm-up."),
+    decay: str = typer.Option("none", help="After the warm-up: none (constant) or cosine."),
     clip: float = typer.Option(1.0, help="Gradient-norm clipping."),
     epochs: int = typer.Option(1, min=1, help="Passes over the lists."),
     calibrate: bool = typer.Option(
@@ -210,6 +211,7 @@ models/<proxy>/attention-lora.safetensors and its model card."""
             alpha=alpha,
             lr=lr,
             warmup=warmup,
+            decay=decay,
             clip=clip,
             epochs=epochs,
             calibrate=calibrate,

@@ -18,6 +18,12 @@ def probe_train(
     per_source: int | None = typer.Option(
         None, min=1, help="Cap on training questions per source (default: the built-in quotas)."
     ),
+    limit: int | None = typer.Option(
+        None,
+        min=1,
+        help="Use only the first N training questions (the list is interleaved across sources, so "
+        "any prefix is balanced).",
+    ),
     models_dir: Path | None = typer.Option(
         None,
         help="Where to write models/<proxy>/ (default: RAGATTN_MODELS_DIR or the packaged models).",
@@ -48,10 +54,14 @@ def probe_train(
         out_dir,
         store=store,
         per_source=per_source,
+        limit=limit,
         methods=[m.strip() for m in method.split(",") if m.strip()],
         learners=[*LEARNERS, ("trees", 0.0)] if trees else LEARNERS,
         folds=folds,
-        command="ragattn probe train" + (" --trees" if trees else ""),
+        command="ragattn probe train"
+        + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
+        + (f" --limit {limit}" if limit else "")
+        + (" --trees" if trees else ""),
     )
     typer.echo(report)
     typer.echo(f"probes written to {out_dir}", err=True)

@@ -162,7 +162,9 @@ class TrainSettings:
             default ratio at r = 8).
         lr: Adam's peak learning rate.
         warmup: fraction of the steps over which the learning rate rises linearly from lr/steps to
-            lr (at least one step); constant afterwards.
+            lr (at least one step); then constant (``decay="none"``) or falling to zero along a
+            half cosine (``decay="cosine"``).
+        decay: the learning rate after the warm-up: ``"none"`` or ``"cosine"``.
         clip: maximum global gradient norm (L2 over all LoRA parameters).
         epochs: passes over the lists (reshuffled, seeded, after the first).
         calibrate: train the calibrated score (minus the ``N/A`` twin), else the uncalibrated one.
@@ -179,6 +181,7 @@ class TrainSettings:
     alpha: int | None = None
     lr: float = 3e-3
     warmup: float = 0.1
+    decay: str = "none"
     clip: float = 1.0
     epochs: int = 1
     calibrate: bool = True
@@ -194,6 +197,7 @@ class TrainSettings:
             (self.alpha is None or self.alpha > 0, f"alpha must be > 0, got {self.alpha}"),
             (self.lr > 0, f"lr must be > 0, got {self.lr}"),
             (0.0 <= self.warmup < 1.0, f"warmup must be in [0, 1), got {self.warmup}"),
+            (self.decay in ("none", "cosine"), f"decay must be none or cosine, got {self.decay}"),
             (self.clip > 0, f"clip must be > 0, got {self.clip}"),
             (self.epochs >= 1, f"epochs must be >= 1, got {self.epochs}"),
             (self.max_doc_tokens >= 1, f"max_doc_tokens must be >= 1, got {self.max_doc_tokens}"),
@@ -1140,6 +1144,15 @@ def loss_curve(losses: Sequence[float], every: int | None = None) -> tuple[Curve
     )
 
 
+def learning_rate(settings: TrainSettings, step: int, steps: int, warmup_steps: int) -> float:
+    """The learning rate of 0-based ``step`` of ``steps``: linear warm-up over ``warmup_steps``,
+    then constant or a half cosine down to zero at the last step."""
+    if step < warmup_steps or settings.decay == "none":
+        return settings.lr * min(1.0, (step + 1) / warmup_steps)
+    progress = (step - warmup_steps + 1) / max(1, steps - warmup_steps)
+    return settings.lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
 def _schedule(lists: Sequence[TrainingList], settings: TrainSettings) -> list[TrainingList]:
     steps = list(lists)
     rng = random.Random(f"{settings.seed}:epochs")
@@ -1193,7 +1206,7 @@ def train_adapter(
         bar = tqdm(schedule, desc="attention LoRA", unit="list", disable=not progress)
         for step, item in enumerate(bar):
             for group in optimiser.param_groups:
-                group["lr"] = settings.lr * min(1.0, (step + 1) / warmup_steps)
+                group["lr"] = learning_rate(settings, step, len(schedule), warmup_steps)
             docs = truncate_documents(proxy.tokenizer, item.docs, settings.max_doc_tokens)
             with torch.enable_grad():
                 scores = band_scores(
@@ -1344,6 +1357,7 @@ def card_markdown(
         "- Loss: listwise softmax cross-entropy, multi-positive (−log Σ softmax over relevant), "
         f"T = {s.temperature:g}",
         f"- Optimiser: Adam lr {s.lr:g}, linear warm-up over {s.warmup:.0%} of the steps, "
+        f"{'cosine decay to 0' if s.decay == 'cosine' else 'then constant'}, "
         f"gradient-norm clip {s.clip:g}, {s.epochs} epoch(s), seed {s.seed}",
         f"- Steps: {result.steps} (one list each), {result.seconds:.0f} s, "
         f"{result.seconds_per_list:.2f} s per list on {torch.get_num_threads()} threads "

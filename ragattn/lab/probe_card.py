@@ -42,7 +42,7 @@ _FUSED = ProbeConfig(
     rows="query",
     layers=None,
     normalise="both",
-    pool="layer",
+    pool="none",
 )
 METHOD_CONFIGS: Mapping[str, ProbeConfig] = MappingProxyType(
     {
@@ -68,6 +68,7 @@ def fit_all(
     *,
     store: FeatureStore,
     per_source: int | None = None,
+    limit: int | None = None,
     methods: Sequence[str] = tuple(METHOD_CONFIGS),
     learners: Sequence[tuple[Learner, float]] = LEARNERS,
     folds: int = 5,
@@ -75,8 +76,9 @@ def fit_all(
 ) -> str:
     """Extract (or read from ``store``) the training features, fit each probe method with the
     learner that CV prefers, write ``<method>.npz`` and the card (``README.md``) to ``out_dir``;
-    returns the card text."""
-    examples = load_training(data_dir, per_source=per_source)
+    returns the card text. ``limit`` keeps the first N questions of the interleaved list (a
+    balanced prefix, e.g. the part a slower proxy had time to extract)."""
+    examples = load_training(data_dir, per_source=per_source)[:limit]
     table, stats = extract(store, examples)
     out_dir.mkdir(parents=True, exist_ok=True)
     dtype = str(proxy.dtype).removeprefix("torch.")
@@ -91,7 +93,7 @@ def fit_all(
         probe = train(table, replace(base, learner=best[0], c=best[1]), dtype=dtype)
         probe.save(out_dir / f"{name}.npz")
         rows.append((name, base, len(probe.names), best, cv))
-    card = _card(proxy, table, stats, rows, learners, per_source, folds, command)
+    card = _card(proxy, table, stats, rows, learners, per_source, limit, folds, command)
     replace_card_section(
         out_dir / "README.md", f"{CARD_START}\n{card}{CARD_END}", CARD_START, CARD_END, first=True
     )
@@ -105,6 +107,7 @@ def _card(
     rows: list,
     learners: Sequence[tuple[Learner, float]],
     per_source: int | None,
+    limit: int | None,
     folds: int,
     command: str,
 ) -> str:
@@ -116,6 +119,8 @@ def _card(
         positives[source] += int(table.y[mask].sum())
         sentences[source] += int(mask.sum())
     quota_line = f"at most {per_source} per source" if per_source else "the quotas of `QUOTAS`"
+    if limit is not None:
+        quota_line += f", the first {limit} questions of the interleaved list"
     spq = stats.seconds_per_question
     header = "| method | rows | layers | pool | normalise | features | learner | " + " | ".join(
         f"CV {_learner_label(lr, c)}" for lr, c in learners

@@ -82,6 +82,22 @@ def test_listwise_loss_counts_several_positives_as_one_event():
         at.listwise_loss(torch.zeros(3), [])
 
 
+def test_learning_rate_warms_up_then_stays_or_follows_a_half_cosine():
+    constant = at.TrainSettings(lr=1e-3, warmup=0.1)
+    cosine = at.TrainSettings(lr=1e-3, warmup=0.1, decay="cosine")
+    steps, warm = 100, 10
+    assert at.learning_rate(constant, 0, steps, warm) == pytest.approx(1e-4)
+    assert at.learning_rate(cosine, 9, steps, warm) == pytest.approx(1e-3)
+    assert at.learning_rate(constant, 99, steps, warm) == pytest.approx(1e-3)
+    mid = at.learning_rate(cosine, warm + 44, steps, warm)  # half-way through the decay
+    assert mid == pytest.approx(0.5e-3)
+    assert at.learning_rate(cosine, 99, steps, warm) == pytest.approx(0.0, abs=1e-12)
+    rates = [at.learning_rate(cosine, s, steps, warm) for s in range(warm, steps)]
+    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))
+    with pytest.raises(InvalidInputError, match="decay"):
+        at.TrainSettings(decay="linear")
+
+
 @pytest.mark.slow
 def test_training_lowers_the_loss_and_the_adapter_round_trips(own_proxy, tmp_path):
     before = own_proxy.layers[10].self_attn.q_proj.weight.detach().clone()
