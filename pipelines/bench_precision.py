@@ -1,7 +1,7 @@
 """The compression default's attention path at lower precision, in one run: seconds and fidelity.
 
 Variants of the same proxy, each timed on the 2,152-token context of ``ragattn bench compress``
-(the attention block the default ``fused`` probe reads: query-span rows, all layers):
+(the attention block the default probe reads: query-span rows, all layers):
 
 - ``float32``: the weights as loaded (what every committed probe was fitted on);
 - ``bfloat16``: weights and activations in bf16 (native kernels on CPUs with AVX-512 BF16 or AMX,
@@ -37,7 +37,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ragattn.assets import default_models_dir, probe_path
+from ragattn.assets import default_models_dir
+from ragattn.compress import DEFAULT_METHOD, probe_path
 from ragattn.compress.features import Unit, attention_block, attention_config, lexical_block
 from ragattn.compress.probe import Probe
 from ragattn.lab.bench import _with_model, hotpot_context, int8_proxy, time_runs
@@ -98,7 +99,7 @@ def main() -> None:
     capability = torch.backends.cpu.get_cpu_capability()
     print(f"cpu capability {capability}; native bf16 {native_cpu_bf16()}", flush=True)
     proxy = load_proxy(args.proxy, threads=2)
-    probe = Probe.load(probe_path(default_models_dir(), proxy, "fused"))
+    probe = Probe.load(probe_path(default_models_dir(), proxy, DEFAULT_METHOD))
     rows_kind, layers = probe.config.get("rows", "last"), probe.config.get("layers")
     query, docs = hotpot_context(args.data / "hotpotqa", 2000, proxy)
     units = [

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ragattn.compress import Compressor
+from ragattn.compress import DEFAULT_METHOD, Compressor
 from ragattn.lab.evaluation.datasets import load_candidates
 from ragattn.lab.evaluation.metrics import ndcg_at_10
 from ragattn.lab.rerank_training import load_rerank_training
@@ -66,7 +66,9 @@ FUSIONS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--method", default="fused", help="The compress probe method.")
+    parser.add_argument(
+        "--method", default=DEFAULT_METHOD, help="The compress probe method (default: the default)."
+    )
     parser.add_argument("--train", type=int, default=40, help="MuSiQue train lists for the fit.")
     parser.add_argument("--top-k", type=int, default=20)
     parser.add_argument("--limit", type=int, default=None, help="First N DL19 queries.")

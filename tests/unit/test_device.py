@@ -21,7 +21,7 @@ import torch
 
 from ragattn.attention import HeadSet, engine_for
 from ragattn.errors import ConfigError
-from ragattn.proxy import available_devices, resolve_device, resolve_dtype
+from ragattn.proxy import available_devices, native_cpu_bf16, resolve_device, resolve_dtype
 from ragattn.settings import Settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -91,6 +91,22 @@ def test_dtype_auto_is_fp32_off_cuda_and_names_are_checked() -> None:
     assert resolve_dtype(torch.float32) == torch.float32
     with pytest.raises(ConfigError, match=re.escape("unknown dtype 'float16'")):
         resolve_dtype("float16")
+
+
+@pytest.mark.parametrize(
+    ("flags", "native"),
+    [
+        ("fpu sse avx2 avx512f avx512_bf16 avx512_vnni", True),
+        ("fpu avx2 avx512f amx_bf16 amx_tile", True),
+        ("fpu sse avx2 fma", False),  # AVX2 only: bf16 would be emulated
+        ("fpu avx512f avx512bw avx512vl", False),  # AVX-512 without BF16
+    ],
+)
+def test_native_bf16_is_read_from_the_cpu_flags(tmp_path: Path, flags: str, native: bool) -> None:
+    info = tmp_path / "cpuinfo"
+    info.write_text(f"processor\t: 0\nmodel name\t: test\nflags\t\t: {flags}\n")
+    assert native_cpu_bf16(info) is native
+    assert native_cpu_bf16(tmp_path / "absent") is False  # macOS, Windows: no /proc/cpuinfo
 
 
 @pytest.mark.skipif(HAS_CUDA, reason="a GPU is present")

@@ -58,9 +58,7 @@ def _probe(config: dict[str, Any], names: tuple[str, ...]) -> Probe:
     )
 
 
-@pytest.mark.parametrize(
-    ("key", "other"), [("layers", 12), ("rows", "query"), ("dtype", "bfloat16")]
-)
+@pytest.mark.parametrize(("key", "other"), [("layers", 12), ("rows", "query"), ("dtype", "int8")])
 def test_probe_refuses_features_computed_with_another_configuration(
     proxy: Any, key: str, other: Any
 ) -> None:
@@ -184,6 +182,15 @@ def test_layer_pooling_averages_each_layers_heads_and_keeps_other_columns() -> N
     pooled_names, pooled = pool_layers(names, x)
     assert pooled_names == ("last:L0", "last:L1", "query:L0", "bm25")
     np.testing.assert_array_equal(pooled, [[2.0, 5.0, 7.0, 9.0], [1.0, 4.0, 6.0, 8.0]])
+
+
+def test_float32_and_bfloat16_features_are_interchangeable_int8_is_not() -> None:
+    probe = _probe({"attention": True, "rows": "query", "layers": 30, "dtype": "float32"}, ("x",))
+    probe.check_features({"rows": "query", "layers": 30, "dtype": "bfloat16"})
+    with pytest.raises(ConfigError, match="dtype"):
+        probe.check_features({"rows": "query", "layers": 30, "dtype": "int8"})
+    bf16 = _probe({"attention": True, "rows": "query", "layers": 30, "dtype": "bfloat16"}, ("x",))
+    bf16.check_features({"rows": "query", "layers": 30, "dtype": "float32"})
 
 
 def test_probe_accepts_wider_features_that_hold_its_own() -> None:
