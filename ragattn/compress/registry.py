@@ -1,8 +1,8 @@
 """The compress methods: one :class:`~ragattn.methods.MethodSpec` per name.
 
-- ``fused`` (default): the trained probe over the Sentinel attention of the query-span rows (heads
-  averaged per layer, z-scored per question) + BM25 + MiniLM + position/length.
-- ``sentinel``: the same attention features without the lexical ones.
+- ``sentinel`` (default): the trained probe over the Sentinel attention of the query-span rows
+  (every head of every layer, raw and z-scored per question).
+- ``fused``: the same attention features + BM25 + MiniLM + position/length.
 - ``lexical``: the same probe recipe without any attention feature (no proxy forward).
 - ``focal``: AttentionRAG's answer-prefix focal token, untrained.
 - ``attention-raw``: last-token context share averaged over all heads, untrained (a baseline).
