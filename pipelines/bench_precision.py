@@ -126,7 +126,6 @@ def main() -> None:
     for name, variant in variants(proxy):
         timing = time_runs(name, lambda v=variant: block(v), args.runs)
         matrix, _ = block(variant)
-        # the probe's ranking of the same sentences, from the variant's attention columns
         started = time.perf_counter()
         row = {
             "variant": name,
