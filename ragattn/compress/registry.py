@@ -118,9 +118,9 @@ DEFAULT_METHOD = "sentinel"
 """The best measured method on the mean recall of the four shared evaluation sets (BENCHMARKS.md §3,
 probes trained on 1,802 questions, every head of every layer read separately): sentinel 0.693
 (2Wiki-200 0.642, HotpotQA-52 0.724, SciFact 0.555, SQuAD 0.850) against fused 0.684 and lexical
-0.638. It reads the proxy's attention only (all 30 layers' query-span rows, no BM25 or MiniLM), so it
-costs one proxy forward and no sentence embedding: ``method="lexical"`` is the fast option without
-attention."""
+0.638. It reads the proxy's attention only (all 30 layers' query-span rows, no BM25 or MiniLM),
+so it costs one proxy forward and no sentence embedding: ``method="lexical"`` is the fast option
+without attention."""
 
 
 __all__ = [
