@@ -29,7 +29,6 @@ from ragattn.compress import DEFAULT_METHOD, Compressor
 from ragattn.lab.evaluation.datasets import load_candidates
 from ragattn.lab.evaluation.metrics import ndcg_at_10
 from ragattn.lab.rerank_training import load_rerank_training
-from ragattn.lexical import sigmoid
 from ragattn.proxy import load_proxy
 from ragattn.rerank.features import bm25_local, dense_local, zscore
 from ragattn.types import Document
@@ -136,7 +135,7 @@ def main() -> None:
             obvious[f"compress:{args.method}"] += int(np.argmax(feats["probe"]) == rel)
             for name, columns in FUSIONS.items():
                 coef, b = weights[name]
-                raw = sigmoid(design(feats, columns) @ np.asarray(coef) + b)
+                raw = design(feats, columns) @ np.asarray(coef) + b
                 obvious[name] += int(np.argmax(raw) == rel)
 
     print(
