@@ -6,7 +6,8 @@ gives the share of trials with the relevant document first, the cases right unde
 and the order sensitivity: the share of cases whose top document changes with the input order
 (0 for order-free methods; listwise attention methods read the documents in one prompt order).
 
-    python pipelines/obvious_cases.py --method minilm,fused-no-attention,icr,fused,qrhead
+    python pipelines/obvious_cases.py --threads 2 \
+        --method minilm-hyde,minilm,fused-no-attention,icr,fused,qrhead
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def orders(relevant: str, distractors: list[str]) -> list[list[str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--method", default="minilm,fused-no-attention,icr,fused,qrhead")
+    parser.add_argument(
+        "--method", default="minilm-hyde,minilm,fused-no-attention,icr,fused,qrhead"
+    )
     parser.add_argument("--threads", type=int, default=None)
     args = parser.parse_args()
     cases = json.loads(CASES.read_text())["cases"]

@@ -159,6 +159,47 @@ def bench_compress_cmd(
         )
 
 
+@bench_app.command("rerank")
+def bench_rerank_cmd(
+    data: Path = typer.Option(
+        Path("../shared/data/trec-dl-2019"), help="TREC DL19 folder (candidates, qrels)."
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    method: str = typer.Option(
+        "minilm,minilm-hyde", help="Comma-separated rerank methods; the first is the baseline."
+    ),
+    docs: int = typer.Option(20, help="Candidates per query."),
+    queries: int = typer.Option(10, min=1, help="Distinct DL19 queries, one call each."),
+    threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
+    device: str = typer.Option("auto", help=DEVICE_HELP),
+    dtype: str = typer.Option("auto", help=DTYPE_HELP),
+    out: Path | None = typer.Option(None, help="Also write the rows as JSON here."),
+) -> None:
+    """Seconds per rerank call of each method over distinct queries (no cache hit), same run."""
+    from ragattn.lab.bench import bench_rerank, runtime_line
+    from ragattn.proxy import load_proxy
+
+    loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
+    rows = bench_rerank(
+        loaded,
+        data,
+        methods=[m.strip() for m in method.split(",") if m.strip()],
+        n_docs=docs,
+        queries=queries,
+    )
+    typer.echo(
+        f"{runtime_line(rows[0])}\n{rows[0]['queries']} distinct queries x {docs} candidates\n"
+        f"| method | median s / call | mean s | x {rows[0]['method']} |\n|---|---|---|---|"
+    )
+    for row in rows:
+        typer.echo(
+            f"| {row['method']} | {row['median_s']:.3f} | {row['mean_s']:.3f} | "
+            f"{row['ratio_to_first']:.1f}x |"
+        )
+    if out:
+        out.write_text(json.dumps(rows, indent=2))
+
+
 @bench_app.command("startup")
 def bench_startup(
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or GGUF path."),

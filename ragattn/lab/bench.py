@@ -553,3 +553,59 @@ def int8_proxy(proxy: Proxy) -> Proxy:
         copy.deepcopy(proxy.model), {torch.nn.Linear}, dtype=torch.qint8
     )
     return _with_model(proxy, model)
+
+
+def bench_rerank(
+    proxy: Proxy,
+    data_dir: Path,
+    *,
+    methods: Sequence[str],
+    n_docs: int = 20,
+    queries: int = 10,
+) -> list[dict]:
+    """Seconds per rerank call of each method over ``queries`` distinct DL19 queries, each with its
+    first ``n_docs`` BM25 candidates, with no cache hit: each method sees each query once, and the
+    MiniLM vector cache is cleared before every call. The first row is the baseline of the ratios.
+
+    Returns one dict per method: the per-query seconds, their median and mean, and the ratio of the
+    median to the first method's, with :func:`runtime_info`.
+    """
+    from ragattn.embed import shared_embedder
+    from ragattn.lab.evaluation.datasets import load_candidates
+    from ragattn.rerank import Reranker
+
+    rset = load_candidates(
+        data_dir / "candidates_bm25_top100.jsonl", data_dir / "qrels.trec.txt", top_k=n_docs
+    )
+    lists = [
+        (q.query, [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in q.candidates])
+        for q in rset.queries[:queries]
+    ]
+    embedder = shared_embedder()
+    rows: list[dict] = []
+    medians: list[float] = []
+    for method in methods:
+        reranker = Reranker(proxy, method=method)
+        reranker.rerank("warm-up query about nothing", ["warm-up document."])
+        seconds = []
+        for query, docs in lists:
+            embedder.clear_cache()
+            _synchronize()
+            started = time.perf_counter()
+            reranker.rerank(query, docs)
+            _synchronize()
+            seconds.append(time.perf_counter() - started)
+        medians.append(statistics.median(seconds))
+        rows.append(
+            {
+                **runtime_info(proxy),
+                "method": method,
+                "queries": len(lists),
+                "documents": n_docs,
+                "runs_s": seconds,
+                "median_s": medians[-1],
+                "mean_s": statistics.fmean(seconds),
+                "ratio_to_first": medians[-1] / medians[0],
+            }
+        )
+    return rows

@@ -30,6 +30,7 @@ COMMANDS = [
     ["bench", "attention"],
     ["bench", "levers"],
     ["bench", "compress"],
+    ["bench", "rerank"],
     ["bench", "startup"],
     ["index", "build"],
     ["index", "search"],

@@ -2,7 +2,8 @@
 
 Each case of ``tests/data/obvious_cases.json`` holds one relevant document among three same-type
 distractors; each runs with the relevant document at every position (4 orders). Real forward
-passes of the packaged default (MiniLM; no proxy), no mocks.
+passes of the packaged default (``minilm-hyde``: the proxy's greedy answer, then MiniLM), no
+mocks.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ragattn import Reranker
-from ragattn.rerank import DEFAULT_METHOD
+from ragattn.rerank import DEFAULT_METHOD, METHODS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 CASES = tuple(
@@ -28,13 +29,13 @@ CASES = tuple(
     ]
 )
 
-MIN_CASES_RIGHT = 32
-"""Measured: the default (MiniLM) ranks the relevant document first in 32 of the 34 cases, under
-every order (136 trials, 94.1 %). The two misses are bi-encoder near-ties on same-type distractors
-(Canberra vs "Melbourne is the capital of the Australian state of Victoria", cosine 0.763 vs 0.764;
-the Pacific vs "the Atlantic Ocean is the second largest ocean"). The issue's target is 98 %;
-BENCHMARKS.md §2 reports the miss and every method measured on this suite. A regression below the
-measured level fails here."""
+MIN_TRIALS_RIGHT = 0.98
+"""The issue's bar: the relevant document first in at least 98 % of the trials. An order-free
+default is right or wrong on a case under all 4 orders at once, so on 34 cases the bar means all 34.
+Measured (BENCHMARKS.md §2): ``minilm-hyde`` 136/136; MiniLM alone 128/136, its two misses being
+bi-encoder near-ties on same-type distractors (Canberra vs "Melbourne is the capital of the
+Australian state of Victoria", cosine 0.763 vs 0.764; the Pacific vs "the Atlantic Ocean is the
+second largest ocean")."""
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +53,7 @@ def _orders(relevant: str, distractors: tuple[str, ...]) -> list[list[str]]:
 
 
 def test_the_default_needs_no_first_stage_and_is_order_free() -> None:
-    assert DEFAULT_METHOD == "minilm"
+    assert METHODS[DEFAULT_METHOD].order_free
 
 
 def test_obvious_cases_under_every_input_order(default: Reranker) -> None:
@@ -72,7 +73,7 @@ def test_obvious_cases_under_every_input_order(default: Reranker) -> None:
         else:
             misses.append(f"{query!r} -> {tops[0]!r}")
     assert len(CASES) >= 30 and trials == 4 * len(CASES)
-    assert right_cases >= MIN_CASES_RIGHT, misses
+    assert hits >= MIN_TRIALS_RIGHT * trials, misses
     assert hits == 4 * right_cases
 
 

@@ -272,7 +272,8 @@ def test_every_attention_method_shares_the_memo(proxy):
     from ragattn.rerank.icr import AttentionMemo
 
     memo = AttentionMemo()
+    generative = {"minilm-hyde"}  # runs the proxy to write an answer, reads no attention
     for name, spec in METHODS.items():
-        if spec.needs_proxy:
+        if spec.needs_proxy and name not in generative:
             windows = Reranker(proxy, method=name, memo=memo).scorer.windows
             assert windows is not None and windows.memo is memo, name
