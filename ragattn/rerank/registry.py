@@ -20,7 +20,7 @@ from ragattn.proxy import Proxy
 from ragattn.rerank.base import Scorer
 from ragattn.rerank.dense import DenseScorer
 from ragattn.rerank.fusion import FusedScorer
-from ragattn.rerank.hyde import HydeScorer
+from ragattn.rerank.hyde import HYDE_WEIGHT, HydeScorer
 from ragattn.rerank.icr import AttentionMemo, IcrScorer
 from ragattn.rerank.profiles import load_rerank_profile, load_retrieval_heads
 
@@ -62,8 +62,8 @@ ICR_SCALE = (
 FUSION_SCALE = "raw_score: the fusion's log-odds of relevance; relevance_score = sigmoid(raw)"
 MINILM_SCALE = "raw_score: MiniLM cosine in [-1, 1]; relevance_score = (raw + 1) / 2"
 HYDE_SCALE = (
-    "raw_score: (MiniLM cosine with the query + w x cosine with the proxy's answer) / (1 + w), "
-    "in [-1, 1]; relevance_score = (raw + 1) / 2"
+    f"raw_score: (MiniLM cosine with the query + {HYDE_WEIGHT} x cosine with the proxy's "
+    f"one-sentence answer) / {1 + HYDE_WEIGHT}, in [-1, 1]; relevance_score = (raw + 1) / 2"
 )
 
 

@@ -86,7 +86,7 @@ def test_a_negative_weight_is_refused(proxy) -> None:
 def test_the_method_is_registered_order_free_and_ranks(proxy) -> None:
     spec = METHODS["minilm-hyde"]
     assert spec.order_free and spec.needs_proxy and spec.needs_embedder
-    assert HYDE_WEIGHT > 0
+    assert HYDE_WEIGHT > 0 and f"+ {HYDE_WEIGHT} x cosine" in spec.score_scale
     ranked = Reranker(proxy, method="minilm-hyde").rerank(QUERY, DOCS)
     assert ranked[0].index == 3 and ranked.method == "minilm-hyde"
 
