@@ -1,0 +1,117 @@
+"""Per-head document features of ranking lists, extracted once into the compression feature store.
+
+One forward per list reads all 20 documents in the Sentinel layout (documents, then the question,
+then "Answer:"), and the store keeps, for every sentence of every document, the log share of the
+attention of every head of every layer from the last position and from the query span
+(:func:`ragattn.compress.features.attention_block`). Documents are one chunk (``max_chunk_tokens``
+is raised above the list's length), so every document of a list is read by the same forward.
+
+Document features are pooled from those sentence rows here, at training time, so the expensive part
+is shared with compression and the pooling can change without a new extraction:
+
+- ``mass``: the document's share of the context attention (token-weighted mean of its sentences'
+  shares), per head and row kind; log-transformed, then z-scored within the list;
+- ``best``: its best sentence's share, per head and row kind, z-scored within the list.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+from ragattn.compress.features import EPS, SentenceFeatures, Unit
+from ragattn.lab.feature_store import FeatureStore
+from ragattn.lab.rerank_lists import RankingList
+from ragattn.proxy import Proxy
+from ragattn.sentences import split_sentences
+
+LIST_CHUNK_TOKENS = 8192
+"""A list is one chunk: 20 documents of at most 160 tokens stay far below this."""
+
+
+def list_units(ranking: RankingList) -> list[Unit]:
+    """The sentences of every document of the list (the compression units)."""
+    return [
+        Unit(d, s.start, s.end)
+        for d, doc in enumerate(ranking.documents)
+        for s in split_sentences(doc.text)
+    ]
+
+
+def store_for(root: object, proxy: Proxy) -> FeatureStore:
+    """The feature store of ranking lists: all layers, last and query-span rows, one chunk."""
+    from pathlib import Path
+
+    return FeatureStore(Path(str(root)), proxy, rows="both", max_chunk_tokens=LIST_CHUNK_TOKENS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListFeatures:
+    """A list's sentence features and what pooling needs: the unit of each row and its width in
+    proxy tokens (the weight of its share in the document's mass)."""
+
+    ranking: RankingList
+    features: SentenceFeatures
+    widths: np.ndarray
+
+
+def extract(
+    store: FeatureStore,
+    lists: Sequence[RankingList],
+    *,
+    progress: bool = True,
+    cached_only: bool = False,
+) -> Iterator[ListFeatures]:
+    """Features of every list (computed once, then read from disk), with a progress bar showing
+    the extraction rate of the lists computed now."""
+    tok = store.proxy.tokenizer
+    bar = tqdm(lists, desc="lists", unit="list", disable=not progress)
+    computed, seconds = 0, 0.0
+    for ranking in bar:
+        units = list_units(ranking)
+        if not units:
+            continue
+        path = store.path(ranking.source, ranking.query, ranking.documents, units)
+        if cached_only and not path.is_file():
+            continue
+        started = time.perf_counter()
+        feats, fresh = store.get(ranking.source, ranking.query, ranking.documents, units)
+        if fresh:
+            computed += 1
+            seconds += time.perf_counter() - started
+            bar.set_postfix(s_per_list=f"{seconds / computed:.2f}")
+        texts = [ranking.documents[u.doc].text[u.start : u.end] for u in units]
+        widths = np.array(
+            [max(1, len(ids)) for ids in tok(texts, add_special_tokens=False)["input_ids"]],
+            dtype=np.float64,
+        )
+        yield ListFeatures(ranking=ranking, features=feats, widths=widths)
+
+
+def attention_columns(names: Sequence[str]) -> np.ndarray:
+    """Indices of the attention columns (``last:L..H..`` and ``query:L..H..``)."""
+    return np.array([i for i, n in enumerate(names) if n.startswith(("last:", "query:"))])
+
+
+def pool_documents(item: ListFeatures) -> tuple[np.ndarray, np.ndarray]:
+    """Per-document attention features ``[n_docs, 2 * n_att]``: log mass share and best-sentence
+    log share, per head and row kind (raw, not normalised)."""
+    feats = item.features
+    cols = attention_columns(feats.names)
+    share = np.exp(feats.matrix[:, cols]) - EPS  # mean share over each unit's tokens
+    n_docs = len(item.ranking.documents)
+    docs = np.array([u.doc for u in feats.units])
+    mass = np.zeros((n_docs, len(cols)))
+    best = np.full((n_docs, len(cols)), np.log(EPS))
+    for d in range(n_docs):
+        rows = docs == d
+        if not rows.any():
+            continue
+        w = item.widths[rows]
+        mass[d] = (share[rows] * w[:, None]).sum(axis=0) / w.sum()
+        best[d] = np.log(share[rows].max(axis=0) + EPS)
+    return np.log(mass + EPS), best

@@ -1,0 +1,285 @@
+"""Document probes over every head, chosen by how they transfer (issue 27, items 2-3).
+
+A table holds, per ranking list, the z-scored per-head document features
+(:func:`ragattn.lab.rerank_features.pool_documents`), the packaged MiniLM's cosine of each document
+and its 0/1 (or graded) labels. Learners are fitted on some sources and scored on others:
+
+- ``logreg``: L2 logistic regression on the within-list z-scores (pointwise);
+- ``l1``: the same with an L1 penalty (few heads);
+- ``residual``: attention as a correction on top of MiniLM: a pairwise logistic model whose
+  margin is ``a * z(minilm) + w . z(attention)``, with ``a`` fitted on MiniLM alone first and held
+  fixed, so the learner cannot trade MiniLM away for a signal that works only in-domain;
+- ``lambdamart``: LightGBM's lambdarank on the attention columns, started from ``a * z(minilm)``
+  (the same residual idea for trees).
+
+Every feature is z-scored within its list and no feature reads the input position, so every model
+is order-free. Models are chosen by leave-one-source-out nDCG@10 (each source scored by a model
+fitted on the others), macro-averaged over sources, never by in-domain fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragattn.lab.evaluation.metrics import list_ndcg_at_10
+from ragattn.lab.rerank_features import ListFeatures, attention_columns, pool_documents
+
+
+def zscore_rows(x: np.ndarray) -> np.ndarray:
+    """Columns z-scored within one list (a constant column becomes 0)."""
+    mu = x.mean(axis=0, keepdims=True)
+    sd = x.std(axis=0, keepdims=True)
+    return np.where(sd > 1e-9, (x - mu) / np.where(sd > 1e-9, sd, 1.0), 0.0)
+
+
+def minilm_cache_dir() -> Path:
+    base = os.environ.get("RAGATTN_CACHE_DIR")
+    return (Path(base) if base else Path.home() / ".cache" / "ragattn") / "rerank-minilm"
+
+
+def minilm_scores(item: ListFeatures) -> np.ndarray:
+    """The ``minilm`` method's raw cosine of each document (``title + text``), cached on disk."""
+    from ragattn.rerank.features import dense_local
+
+    r = item.ranking
+    key = hashlib.sha256(
+        "\x1f".join([r.query, *(f"{d.title or ''}\x1e{d.text}" for d in r.documents)]).encode()
+    ).hexdigest()[:24]
+    path = minilm_cache_dir() / f"{key}.npy"
+    if path.is_file():
+        return np.load(path)
+    scores = np.asarray(dense_local(r.query, r.documents), dtype=np.float64)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}.npy")
+    np.save(tmp, scores)
+    tmp.replace(path)
+    return scores
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RankList:
+    """One list's model inputs: z-scored attention features ``[n, F]``, z(MiniLM) ``[n]``,
+    MiniLM's raw cosine and the gains."""
+
+    source: str
+    qid: str
+    att: np.ndarray
+    minilm: np.ndarray
+    minilm_raw: np.ndarray
+    gains: np.ndarray
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListTable:
+    names: tuple[str, ...]
+    lists: tuple[RankList, ...]
+
+    def sources(self) -> list[str]:
+        return list(dict.fromkeys(r.source for r in self.lists))
+
+    def where(self, keep: Callable[[RankList], bool]) -> ListTable:
+        return ListTable(names=self.names, lists=tuple(r for r in self.lists if keep(r)))
+
+    def select(self, columns: np.ndarray) -> ListTable:
+        return ListTable(
+            names=tuple(self.names[i] for i in columns),
+            lists=tuple(
+                RankList(
+                    source=r.source,
+                    qid=r.qid,
+                    att=r.att[:, columns],
+                    minilm=r.minilm,
+                    minilm_raw=r.minilm_raw,
+                    gains=r.gains,
+                )
+                for r in self.lists
+            ),
+        )
+
+
+def build_table(items: Iterable[ListFeatures]) -> ListTable:
+    """Pool, z-score and stack every list's features (float32 to keep 3,000 lists in memory)."""
+    lists: list[RankList] = []
+    names: tuple[str, ...] = ()
+    for item in items:
+        mass, best = pool_documents(item)
+        cols = attention_columns(item.features.names)
+        att_names = [item.features.names[i] for i in cols]
+        if not names:
+            names = (*(f"mass:{n}" for n in att_names), *(f"best:{n}" for n in att_names))
+        att = zscore_rows(np.concatenate([mass, best], axis=1)).astype(np.float32)
+        raw = minilm_scores(item)
+        lists.append(
+            RankList(
+                source=item.ranking.source,
+                qid=item.ranking.qid,
+                att=att,
+                minilm=zscore_rows(raw[:, None])[:, 0],
+                minilm_raw=raw,
+                gains=np.asarray(item.ranking.labels, dtype=np.float64),
+            )
+        )
+    return ListTable(names=names, lists=tuple(lists))
+
+
+# ------------------------------------------------------------------------------------- learners
+
+Scorer = Callable[[RankList], np.ndarray]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Learner:
+    """A named recipe: ``fit(table) -> scorer``."""
+
+    name: str
+    fit: Callable[[ListTable], Scorer]
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def _stack(table: ListTable) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    x = np.concatenate([r.att for r in table.lists]).astype(np.float64)
+    y = np.concatenate([(r.gains > 0).astype(np.float64) for r in table.lists])
+    m = np.concatenate([r.minilm for r in table.lists])
+    return x, y, m
+
+
+def _pairs(table: ListTable) -> tuple[np.ndarray, np.ndarray]:
+    """Within-list (positive - negative) differences of attention and of z(MiniLM)."""
+    dx: list[np.ndarray] = []
+    dm: list[np.ndarray] = []
+    for r in table.lists:
+        pos = np.flatnonzero(r.gains > 0)
+        neg = np.flatnonzero(r.gains <= 0)
+        if not len(pos) or not len(neg):
+            continue
+        p, n = np.meshgrid(pos, neg, indexing="ij")
+        dx.append((r.att[p.ravel()] - r.att[n.ravel()]).astype(np.float64))
+        dm.append(r.minilm[p.ravel()] - r.minilm[n.ravel()])
+    return np.concatenate(dx), np.concatenate(dm)
+
+
+def minilm_slope(table: ListTable) -> float:
+    """The pairwise-logistic slope of z(MiniLM) alone (the residual models' fixed base)."""
+    from scipy.optimize import minimize_scalar
+
+    _, dm = _pairs(table)
+    res = minimize_scalar(lambda a: float(np.logaddexp(0.0, -a * dm).mean()), bounds=(0, 20))
+    return float(res.x)
+
+
+def minilm_learner() -> Learner:
+    return Learner(name="minilm", fit=lambda table: (lambda r: r.minilm_raw))
+
+
+def logreg_learner(c: float, *, penalty: str = "l2", with_minilm: bool = False) -> Learner:
+    """Pointwise logistic regression on z(attention) (and z(MiniLM) as a feature if asked)."""
+    from sklearn.linear_model import LogisticRegression
+
+    def fit(table: ListTable) -> Scorer:
+        x, y, m = _stack(table)
+        if with_minilm:
+            x = np.concatenate([x, m[:, None]], axis=1)
+        model = LogisticRegression(
+            C=c,
+            penalty=penalty,
+            solver="liblinear" if penalty == "l1" else "lbfgs",
+            max_iter=2000,
+        )
+        model.fit(x, y)
+        w = model.coef_[0]
+
+        def score(r: RankList) -> np.ndarray:
+            z = r.att.astype(np.float64)
+            if with_minilm:
+                z = np.concatenate([z, r.minilm[:, None]], axis=1)
+            return z @ w
+
+        return score
+
+    tag = ("l1" if penalty == "l1" else "logreg") + ("+minilm" if with_minilm else "")
+    return Learner(name=f"{tag}(C={c:g})", fit=fit, params={"C": c, "penalty": penalty})
+
+
+def residual_learner(l2: float) -> Learner:
+    """Pairwise logistic with ``a * dz(minilm)`` as a fixed offset; ``w`` under an L2 penalty."""
+    from scipy.optimize import minimize
+
+    def fit(table: ListTable) -> Scorer:
+        a = minilm_slope(table)
+        dx, dm = _pairs(table)
+        off = a * dm
+        n = len(dm)
+
+        def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+            margin = off + dx @ w
+            value = np.logaddexp(0.0, -margin).mean() + 0.5 * l2 * float(w @ w)
+            sig = np.exp(-np.logaddexp(0.0, margin))  # sigmoid(-margin)
+            grad = -(dx.T @ sig) / n + l2 * w
+            return float(value), grad
+
+        res = minimize(loss, np.zeros(dx.shape[1]), jac=True, method="L-BFGS-B")
+        w = res.x
+        return lambda r: a * r.minilm + r.att.astype(np.float64) @ w
+
+    return Learner(name=f"residual(l2={l2:g})", fit=fit, params={"l2": l2})
+
+
+def lambdamart_learner(*, leaves: int = 7, trees: int = 200, lr: float = 0.05) -> Learner:
+    """LightGBM lambdarank on z(attention), boosting from ``a * z(minilm)``."""
+
+    def fit(table: ListTable) -> Scorer:
+        import lightgbm as lgb
+
+        a = minilm_slope(table)
+        x = np.concatenate([r.att for r in table.lists]).astype(np.float32)
+        y = np.concatenate([(r.gains > 0).astype(int) for r in table.lists])
+        init = np.concatenate([a * r.minilm for r in table.lists])
+        group = [len(r.gains) for r in table.lists]
+        model = lgb.LGBMRanker(
+            n_estimators=trees,
+            learning_rate=lr,
+            num_leaves=leaves,
+            min_child_samples=50,
+            subsample=0.8,
+            subsample_freq=1,
+            colsample_bytree=0.3,
+            reg_lambda=10.0,
+            n_jobs=2,
+            verbose=-1,
+        )
+        model.fit(x, y, group=group, init_score=init)
+        return lambda r: a * r.minilm + model.predict(r.att.astype(np.float32))
+
+    return Learner(
+        name=f"lambdamart(leaves={leaves},trees={trees})",
+        fit=fit,
+        params={"leaves": leaves, "trees": trees, "lr": lr},
+    )
+
+
+# ---------------------------------------------------------------------------------- evaluation
+
+
+def ndcg(scorer: Scorer, lists: Sequence[RankList]) -> float:
+    """Mean nDCG@10 of ``scorer`` over ``lists`` (gains as labelled)."""
+    if not lists:
+        return float("nan")
+    values = list_ndcg_at_10([scorer(r) for r in lists], [r.gains for r in lists])
+    return float(values.mean())
+
+
+def leave_one_source_out(table: ListTable, learner: Learner) -> dict[str, float]:
+    """nDCG@10 of each source, scored by the learner fitted on every other source."""
+    out: dict[str, float] = {}
+    for source in table.sources():
+        train = table.where(lambda r, s=source: r.source != s)
+        test = [r for r in table.lists if r.source == source]
+        out[source] = ndcg(learner.fit(train), test)
+    return out

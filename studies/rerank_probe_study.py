@@ -1,0 +1,129 @@
+"""Fit and compare document probes on the extracted ranking lists (issue 27), chosen by transfer.
+
+    python studies/rerank_probe_study.py --threads 2 [--limit N] [--curve 100,200,400]
+
+Reads only lists already in the feature store (a partial extraction is fine). Prints, for every
+learner: leave-one-source-out nDCG@10 per training source and their macro mean (the choosing
+number), then, fitted on all training lists, the msmarco-train transfer check and the dev lists
+(DL19 / SciFact test BM25 top-20, shuffled; reported, never used to choose).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ragattn.lab import rerank_features as rf
+from ragattn.lab import rerank_lists as rl
+from ragattn.lab import rerank_probe as rp
+from ragattn.lab.feature_store import default_root
+from ragattn.proxy import load_proxy
+
+
+def catalogue(names: list[str]) -> list[rp.Learner]:
+    table = {
+        "minilm": [rp.minilm_learner()],
+        "logreg": [rp.logreg_learner(c) for c in (0.001, 0.01)],
+        "logreg+minilm": [rp.logreg_learner(c, with_minilm=True) for c in (0.001, 0.01)],
+        "l1": [rp.logreg_learner(c, penalty="l1") for c in (0.002, 0.01)],
+        "residual": [rp.residual_learner(l2) for l2 in (1.0, 0.1, 0.01)],
+        "lambdamart": [
+            rp.lambdamart_learner(leaves=7, trees=100),
+            rp.lambdamart_learner(leaves=15, trees=300),
+        ],
+    }
+    return [x for n in names for x in table[n]]
+
+
+def columns(table: rp.ListTable, which: str) -> rp.ListTable:
+    if which == "all":
+        return table
+    keep = {
+        "mass": lambda n: n.startswith("mass:"),
+        "best": lambda n: n.startswith("best:"),
+        "last": lambda n: ":last:" in n,
+        "query": lambda n: ":query:" in n,
+        "mass-query": lambda n: n.startswith("mass:query:"),
+    }[which]
+    return table.select(np.array([i for i, n in enumerate(table.names) if keep(n)]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--data", type=Path, default=Path("../shared/data"))
+    ap.add_argument("--proxy", default="smollm2-135m")
+    ap.add_argument("--limit", type=int, default=None, help="first N training lists (in order)")
+    ap.add_argument("--learners", default="minilm,logreg,logreg+minilm,l1,residual,lambdamart")
+    ap.add_argument("--columns", default="all", help="all | mass | best | last | query | mass-query")
+    ap.add_argument("--curve", default="", help="training-list counts for a learning curve")
+    ap.add_argument("--no-dev", action="store_true")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    proxy = load_proxy(args.proxy, threads=args.threads)
+    store = rf.store_for(default_root(), proxy)
+    print("cpu capability:", torch.backends.cpu.get_cpu_capability(), flush=True)
+    started = time.perf_counter()
+    train_lists = rl.cached_lists("train-128", lambda: rl.round_robin(args.data, proxy.tokenizer))[: args.limit]
+    train = columns(
+        rp.build_table(rf.extract(store, train_lists, cached_only=True, progress=False)),
+        args.columns,
+    )
+    transfer = columns(
+        rp.build_table(
+            rf.extract(
+                store,
+                rl.cached_lists("msmarco-128", lambda: list(rl.source_lists("msmarco-train", args.data, proxy.tokenizer))),
+                cached_only=True,
+                progress=False,
+            )
+        ),
+        args.columns,
+    )
+    dev = (
+        rp.ListTable(names=train.names, lists=())
+        if args.no_dev
+        else columns(
+            rp.build_table(
+                rf.extract(
+                    store, rl.cached_lists("dev-top20-128", lambda: rl.dev_lists(args.data, proxy.tokenizer)), cached_only=True, progress=False
+                )
+            ),
+            args.columns,
+        )
+    )
+    counts = {s: sum(r.source == s for r in train.lists) for s in train.sources()}
+    print(f"training lists: {len(train.lists)} {json.dumps(counts)}; transfer {len(transfer.lists)};"
+          f" dev {len(dev.lists)}; features {len(train.names)}; loaded in {time.perf_counter() - started:.0f}s",
+          flush=True)
+    results = []
+    sizes = [int(x) for x in args.curve.split(",") if x] or [len(train.lists)]
+    for size in sizes:
+        sub = rp.ListTable(names=train.names, lists=train.lists[:size])
+        for learner in catalogue(args.learners.split(",")):
+            t0 = time.perf_counter()
+            loso = rp.leave_one_source_out(sub, learner)
+            macro = float(np.mean(list(loso.values())))
+            row = {"lists": len(sub.lists), "learner": learner.name, "loso_macro": macro, "loso": loso}
+            if size == sizes[-1]:
+                scorer = learner.fit(sub)
+                row["msmarco"] = rp.ndcg(scorer, transfer.lists)
+                for src in dict.fromkeys(r.source for r in dev.lists):
+                    row[src] = rp.ndcg(scorer, [r for r in dev.lists if r.source == src])
+            row["seconds"] = time.perf_counter() - t0
+            results.append(row)
+            extra = " ".join(f"{k}={v:.4f}" for k, v in row.items() if k not in ("lists", "learner", "loso", "loso_macro", "seconds"))
+            per = " ".join(f"{k.split('-')[0]}={v:.3f}" for k, v in loso.items())
+            print(f"{len(sub.lists):5d} {learner.name:34s} LOSO={macro:.4f} [{per}] {extra} ({row['seconds']:.0f}s)", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
