@@ -25,7 +25,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--proxy", default="smollm2-135m")
-    ap.add_argument("--limit", type=int, default=None, help="first N training lists")
+    ap.add_argument("--limit", type=int, default=None, help="first N lists (of any mode)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--dev", action="store_true", help="extract the dev lists instead")
     ap.add_argument("--dev-top-k", type=int, default=20)
@@ -35,15 +35,37 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     proxy = load_proxy(args.proxy, threads=args.threads)
-    print("cpu capability:", torch.backends.cpu.get_cpu_capability(), "dtype:", proxy.dtype, flush=True)
+    print(
+        "cpu capability:",
+        torch.backends.cpu.get_cpu_capability(),
+        "dtype:",
+        proxy.dtype,
+        flush=True,
+    )
     store = rf.store_for(args.features_cache or default_root(), proxy)
     print("feature store:", store.folder, flush=True)
     if args.dev:
-        lists = rl.cached_lists(f"dev-top{args.dev_top_k}-{args.max_tokens}", lambda: rl.dev_lists(args.data, proxy.tokenizer, top_k=args.dev_top_k, max_tokens=args.max_tokens))
+        lists = rl.cached_lists(
+            f"dev-top{args.dev_top_k}-{args.max_tokens}",
+            lambda: rl.dev_lists(
+                args.data, proxy.tokenizer, top_k=args.dev_top_k, max_tokens=args.max_tokens
+            ),
+        )
     elif args.transfer:
-        lists = rl.cached_lists(f"msmarco-{args.max_tokens}", lambda: list(rl.source_lists("msmarco-train", args.data, proxy.tokenizer, max_tokens=args.max_tokens)))
+        lists = rl.cached_lists(
+            f"msmarco-{args.max_tokens}",
+            lambda: list(
+                rl.source_lists(
+                    "msmarco-train", args.data, proxy.tokenizer, max_tokens=args.max_tokens
+                )
+            ),
+        )
     else:
-        lists = rl.cached_lists(f"train-{args.max_tokens}", lambda: rl.round_robin(args.data, proxy.tokenizer, max_tokens=args.max_tokens))[: args.limit]
+        lists = rl.cached_lists(
+            f"train-{args.max_tokens}",
+            lambda: rl.round_robin(args.data, proxy.tokenizer, max_tokens=args.max_tokens),
+        )[: args.limit]
+    lists = lists[: args.limit]
     counts: dict[str, int] = {}
     for r in lists:
         counts[r.source] = counts.get(r.source, 0) + 1

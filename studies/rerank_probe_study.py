@@ -40,17 +40,9 @@ def catalogue(names: list[str]) -> list[rp.Learner]:
     return [x for n in names for x in table[n]]
 
 
-def columns(table: rp.ListTable, which: str) -> rp.ListTable:
-    if which == "all":
-        return table
-    keep = {
-        "mass": lambda n: n.startswith("mass:"),
-        "best": lambda n: n.startswith("best:"),
-        "last": lambda n: ":last:" in n,
-        "query": lambda n: ":query:" in n,
-        "mass-query": lambda n: n.startswith("mass:query:"),
-    }[which]
-    return table.select(np.array([i for i, n in enumerate(table.names) if keep(n)]))
+def columns(table: rp.ListTable, kinds: str, layers: int | None) -> rp.ListTable:
+    chosen = [k for k in kinds.split(",") if k and k != "all"]
+    return rp.restrict(table, kinds=chosen, layers=layers)
 
 
 def main() -> None:
@@ -59,7 +51,8 @@ def main() -> None:
     ap.add_argument("--proxy", default="smollm2-135m")
     ap.add_argument("--limit", type=int, default=None, help="first N training lists (in order)")
     ap.add_argument("--learners", default="minilm,logreg,logreg+minilm,l1,residual,lambdamart")
-    ap.add_argument("--columns", default="all", help="all | mass | best | last | query | mass-query")
+    ap.add_argument("--kinds", default="all", help="pooled kinds, e.g. mass:query,best:query")
+    ap.add_argument("--layers", type=int, default=None, help="read only layers < N")
     ap.add_argument("--curve", default="", help="training-list counts for a learning curve")
     ap.add_argument("--no-dev", action="store_true")
     ap.add_argument("--threads", type=int, default=2)
@@ -70,21 +63,28 @@ def main() -> None:
     store = rf.store_for(default_root(), proxy)
     print("cpu capability:", torch.backends.cpu.get_cpu_capability(), flush=True)
     started = time.perf_counter()
-    train_lists = rl.cached_lists("train-128", lambda: rl.round_robin(args.data, proxy.tokenizer))[: args.limit]
+    train_lists = rl.cached_lists("train-128", lambda: rl.round_robin(args.data, proxy.tokenizer))[
+        : args.limit
+    ]
     train = columns(
         rp.build_table(rf.extract(store, train_lists, cached_only=True, progress=False)),
-        args.columns,
+        args.kinds,
+        args.layers,
     )
     transfer = columns(
         rp.build_table(
             rf.extract(
                 store,
-                rl.cached_lists("msmarco-128", lambda: list(rl.source_lists("msmarco-train", args.data, proxy.tokenizer))),
+                rl.cached_lists(
+                    "msmarco-128",
+                    lambda: list(rl.source_lists("msmarco-train", args.data, proxy.tokenizer)),
+                ),
                 cached_only=True,
                 progress=False,
             )
         ),
-        args.columns,
+        args.kinds,
+        args.layers,
     )
     dev = (
         rp.ListTable(names=train.names, lists=())
@@ -92,16 +92,24 @@ def main() -> None:
         else columns(
             rp.build_table(
                 rf.extract(
-                    store, rl.cached_lists("dev-top20-128", lambda: rl.dev_lists(args.data, proxy.tokenizer)), cached_only=True, progress=False
+                    store,
+                    rl.cached_lists(
+                        "dev-top20-128", lambda: rl.dev_lists(args.data, proxy.tokenizer)
+                    ),
+                    cached_only=True,
+                    progress=False,
                 )
             ),
-            args.columns,
+            args.kinds,
+            args.layers,
         )
     )
     counts = {s: sum(r.source == s for r in train.lists) for s in train.sources()}
-    print(f"training lists: {len(train.lists)} {json.dumps(counts)}; transfer {len(transfer.lists)};"
-          f" dev {len(dev.lists)}; features {len(train.names)}; loaded in {time.perf_counter() - started:.0f}s",
-          flush=True)
+    print(
+        f"training lists: {len(train.lists)} {json.dumps(counts)}; transfer {len(transfer.lists)};"
+        f" dev {len(dev.lists)}; features {len(train.names)}; loaded in {time.perf_counter() - started:.0f}s",
+        flush=True,
+    )
     results = []
     sizes = [int(x) for x in args.curve.split(",") if x] or [len(train.lists)]
     for size in sizes:
@@ -110,7 +118,12 @@ def main() -> None:
             t0 = time.perf_counter()
             loso = rp.leave_one_source_out(sub, learner)
             macro = float(np.mean(list(loso.values())))
-            row = {"lists": len(sub.lists), "learner": learner.name, "loso_macro": macro, "loso": loso}
+            row = {
+                "lists": len(sub.lists),
+                "learner": learner.name,
+                "loso_macro": macro,
+                "loso": loso,
+            }
             if size == sizes[-1]:
                 scorer = learner.fit(sub)
                 row["msmarco"] = rp.ndcg(scorer, transfer.lists)
@@ -118,9 +131,16 @@ def main() -> None:
                     row[src] = rp.ndcg(scorer, [r for r in dev.lists if r.source == src])
             row["seconds"] = time.perf_counter() - t0
             results.append(row)
-            extra = " ".join(f"{k}={v:.4f}" for k, v in row.items() if k not in ("lists", "learner", "loso", "loso_macro", "seconds"))
+            extra = " ".join(
+                f"{k}={v:.4f}"
+                for k, v in row.items()
+                if k not in ("lists", "learner", "loso", "loso_macro", "seconds")
+            )
             per = " ".join(f"{k.split('-')[0]}={v:.3f}" for k, v in loso.items())
-            print(f"{len(sub.lists):5d} {learner.name:34s} LOSO={macro:.4f} [{per}] {extra} ({row['seconds']:.0f}s)", flush=True)
+            print(
+                f"{len(sub.lists):5d} {learner.name:34s} LOSO={macro:.4f} [{per}] {extra} ({row['seconds']:.0f}s)",
+                flush=True,
+            )
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 

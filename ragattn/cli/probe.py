@@ -37,15 +37,41 @@ def probe_train(
     trees: bool = typer.Option(False, help="Also try boosted trees as the learner (CV)."),
     folds: int = typer.Option(5, min=2, help="Grouped CV folds."),
     threads: int | None = typer.Option(None, help="torch threads."),
+    kind: str = typer.Option(
+        "compress",
+        help="compress: the sentence probes of the compress methods; rerank: the document probe "
+        "of the attention-probe rerank method (ranking lists in the retrieval shape).",
+    ),
 ) -> None:
-    """Extract features on training data (resumable) and fit the sentence probes."""
+    """Extract features on training data (resumable) and fit the sentence or document probes."""
     from ragattn.assets import default_models_dir, proxy_slug
     from ragattn.lab.feature_store import FeatureStore, default_root
     from ragattn.lab.probe_card import LEARNERS, fit_all
     from ragattn.proxy import load_proxy
 
+    if kind not in ("compress", "rerank"):
+        raise typer.BadParameter(f"--kind must be compress or rerank, got {kind!r}")
     loaded = load_proxy(proxy, threads=threads)
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
+    if kind == "rerank":
+        from ragattn.lab.rerank_card import fit_document_probe
+        from ragattn.lab.rerank_features import store_for
+
+        rerank_store = store_for(features_cache or default_root(), loaded)
+        typer.echo(f"feature store: {rerank_store.folder}", err=True)
+        card = fit_document_probe(
+            loaded,
+            data,
+            out_dir,
+            store=rerank_store,
+            limit=limit,
+            command="ragattn probe train --kind rerank"
+            + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
+            + (f" --limit {limit}" if limit else ""),
+        )
+        typer.echo(card)
+        typer.echo(f"document probe written to {out_dir}", err=True)
+        return
     store = FeatureStore(features_cache or default_root(), loaded)
     typer.echo(f"feature store: {store.folder}", err=True)
     report = fit_all(

@@ -9,9 +9,8 @@ is raised above the list's length), so every document of a list is read by the s
 Document features are pooled from those sentence rows here, at training time, so the expensive part
 is shared with compression and the pooling can change without a new extraction:
 
-- ``mass``: the document's share of the context attention (token-weighted mean of its sentences'
-  shares), per head and row kind; log-transformed, then z-scored within the list;
-- ``best``: its best sentence's share, per head and row kind, z-scored within the list.
+``mass`` (the document's token-weighted mean share) and ``best`` (its best sentence's share), per
+head and row kind, as :func:`ragattn.document_probe.pool_documents` computes them at run time.
 """
 
 from __future__ import annotations
@@ -23,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-from ragattn.compress.features import EPS, SentenceFeatures, Unit
+from ragattn.compress.features import SentenceFeatures, Unit
+from ragattn.document_probe import pool_documents as pool
 from ragattn.lab.feature_store import FeatureStore
 from ragattn.lab.rerank_lists import RankingList
 from ragattn.proxy import Proxy
@@ -92,26 +92,13 @@ def extract(
         yield ListFeatures(ranking=ranking, features=feats, widths=widths)
 
 
-def attention_columns(names: Sequence[str]) -> np.ndarray:
-    """Indices of the attention columns (``last:L..H..`` and ``query:L..H..``)."""
-    return np.array([i for i, n in enumerate(names) if n.startswith(("last:", "query:"))])
-
-
-def pool_documents(item: ListFeatures) -> tuple[np.ndarray, np.ndarray]:
-    """Per-document attention features ``[n_docs, 2 * n_att]``: log mass share and best-sentence
-    log share, per head and row kind (raw, not normalised)."""
+def pool_documents(item: ListFeatures) -> tuple[tuple[str, ...], np.ndarray]:
+    """Per-document pooled attention columns of a list (see :mod:`ragattn.document_probe`)."""
     feats = item.features
-    cols = attention_columns(feats.names)
-    share = np.exp(feats.matrix[:, cols]) - EPS  # mean share over each unit's tokens
-    n_docs = len(item.ranking.documents)
-    docs = np.array([u.doc for u in feats.units])
-    mass = np.zeros((n_docs, len(cols)))
-    best = np.full((n_docs, len(cols)), np.log(EPS))
-    for d in range(n_docs):
-        rows = docs == d
-        if not rows.any():
-            continue
-        w = item.widths[rows]
-        mass[d] = (share[rows] * w[:, None]).sum(axis=0) / w.sum()
-        best[d] = np.log(share[rows].max(axis=0) + EPS)
-    return np.log(mass + EPS), best
+    return pool(
+        feats.names,
+        feats.matrix,
+        [u.doc for u in feats.units],
+        item.widths,
+        len(item.ranking.documents),
+    )

@@ -9,15 +9,14 @@ cut to ``max_tokens`` proxy tokens, as a service reranking 128-token passages wo
 Sources and their pools (no evaluation slice is read: not DL19, not SciFact test, not the first
 ``TWOWIKI_TRAIN_FROM`` 2Wiki questions, not HotpotQA dev, not SQuAD's evaluation articles):
 
-| source | queries | pool | gold |
-|---|---|---|---|
-| ``hotpotqa-train`` | the 100-question train sample | all its paragraphs | supporting-fact paragraphs |
-| ``musique-train`` | the 100-question train sample | all its paragraphs | ``is_supporting`` paragraphs |
-| ``2wiki-train`` | questions from ``TWOWIKI_TRAIN_FROM`` on | their paragraphs | supporting-fact paragraphs |
-| ``scifact-train`` | the 809 train claims | the 5,183-abstract corpus | train qrels |
-| ``fiqa-dev`` | the 500 dev queries | the 2,944-answer gold pool | dev qrels |
-| ``nq-train`` | the 1,328 NQ-open questions | every question's gold passage | the question's own passage |
-| ``squad-train`` | answerable questions of the articles after the evaluation slice | those articles' paragraphs | the question's paragraph |
+- ``hotpotqa-train``, ``musique-train``: the 100-question train samples, pooled paragraphs,
+  gold = supporting paragraphs;
+- ``2wiki-train``: questions from ``TWOWIKI_TRAIN_FROM`` on, pooled paragraphs, supporting gold;
+- ``scifact-train``: the 809 train claims over the 5,183-abstract corpus, train qrels;
+- ``fiqa-dev``: the 500 dev queries over the 2,944-answer gold pool, dev qrels;
+- ``nq-train``: the 1,328 NQ-open questions over every question's gold passage, own passage gold;
+- ``squad-train``: answerable questions of the articles after the evaluation slice, over those
+  articles' paragraphs, the question's paragraph gold.
 
 ``msmarco-train`` (110 web queries, their positives and mined negatives pooled) is built the same
 way and kept **out of training**: it is a left-out transfer check, as its README asks.

@@ -28,15 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from ragattn.document_probe import zscore_columns
 from ragattn.lab.evaluation.metrics import list_ndcg_at_10
-from ragattn.lab.rerank_features import ListFeatures, attention_columns, pool_documents
-
-
-def zscore_rows(x: np.ndarray) -> np.ndarray:
-    """Columns z-scored within one list (a constant column becomes 0)."""
-    mu = x.mean(axis=0, keepdims=True)
-    sd = x.std(axis=0, keepdims=True)
-    return np.where(sd > 1e-9, (x - mu) / np.where(sd > 1e-9, sd, 1.0), 0.0)
+from ragattn.lab.rerank_features import ListFeatures, pool_documents
 
 
 def minilm_cache_dir() -> Path:
@@ -109,19 +103,16 @@ def build_table(items: Iterable[ListFeatures]) -> ListTable:
     lists: list[RankList] = []
     names: tuple[str, ...] = ()
     for item in items:
-        mass, best = pool_documents(item)
-        cols = attention_columns(item.features.names)
-        att_names = [item.features.names[i] for i in cols]
-        if not names:
-            names = (*(f"mass:{n}" for n in att_names), *(f"best:{n}" for n in att_names))
-        att = zscore_rows(np.concatenate([mass, best], axis=1)).astype(np.float32)
+        pooled_names, pooled = pool_documents(item)
+        names = names or pooled_names
+        att = zscore_columns(pooled).astype(np.float32)
         raw = minilm_scores(item)
         lists.append(
             RankList(
                 source=item.ranking.source,
                 qid=item.ranking.qid,
                 att=att,
-                minilm=zscore_rows(raw[:, None])[:, 0],
+                minilm=zscore_columns(raw[:, None])[:, 0],
                 minilm_raw=raw,
                 gains=np.asarray(item.ranking.labels, dtype=np.float64),
             )
@@ -175,7 +166,7 @@ def minilm_slope(table: ListTable) -> float:
 
 
 def minilm_learner() -> Learner:
-    return Learner(name="minilm", fit=lambda table: (lambda r: r.minilm_raw))
+    return Learner(name="minilm", fit=lambda table: lambda r: r.minilm_raw)
 
 
 def logreg_learner(c: float, *, penalty: str = "l2", with_minilm: bool = False) -> Learner:
@@ -207,28 +198,54 @@ def logreg_learner(c: float, *, penalty: str = "l2", with_minilm: bool = False) 
     return Learner(name=f"{tag}(C={c:g})", fit=fit, params={"C": c, "penalty": penalty})
 
 
-def residual_learner(l2: float) -> Learner:
-    """Pairwise logistic with ``a * dz(minilm)`` as a fixed offset; ``w`` under an L2 penalty."""
+def fit_residual(table: ListTable, l2: float) -> tuple[float, np.ndarray]:
+    """``(a, w)`` of the pairwise logistic model ``a * dz(minilm) + w . dz(attention)``: ``a`` is
+    fitted on MiniLM alone and held fixed as the offset; ``w`` under an L2 penalty ``l2``."""
     from scipy.optimize import minimize
 
+    a = minilm_slope(table)
+    dx, dm = _pairs(table)
+    off = a * dm
+    n = len(dm)
+
+    def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
+        margin = off + dx @ w
+        value = np.logaddexp(0.0, -margin).mean() + 0.5 * l2 * float(w @ w)
+        sig = np.exp(-np.logaddexp(0.0, margin))  # sigmoid(-margin)
+        grad = -(dx.T @ sig) / n + l2 * w
+        return float(value), grad
+
+    res = minimize(loss, np.zeros(dx.shape[1]), jac=True, method="L-BFGS-B")
+    return a, np.asarray(res.x)
+
+
+def residual_learner(l2: float) -> Learner:
+    """Attention as a correction on top of MiniLM (:func:`fit_residual`)."""
+
     def fit(table: ListTable) -> Scorer:
-        a = minilm_slope(table)
-        dx, dm = _pairs(table)
-        off = a * dm
-        n = len(dm)
-
-        def loss(w: np.ndarray) -> tuple[float, np.ndarray]:
-            margin = off + dx @ w
-            value = np.logaddexp(0.0, -margin).mean() + 0.5 * l2 * float(w @ w)
-            sig = np.exp(-np.logaddexp(0.0, margin))  # sigmoid(-margin)
-            grad = -(dx.T @ sig) / n + l2 * w
-            return float(value), grad
-
-        res = minimize(loss, np.zeros(dx.shape[1]), jac=True, method="L-BFGS-B")
-        w = res.x
+        a, w = fit_residual(table, l2)
         return lambda r: a * r.minilm + r.att.astype(np.float64) @ w
 
     return Learner(name=f"residual(l2={l2:g})", fit=fit, params={"l2": l2})
+
+
+def layer_of(name: str) -> int:
+    """The layer of a pooled column name (``mass:query:L12H3`` -> 12)."""
+    return int(name.rsplit(":L", 1)[1].split("H", 1)[0])
+
+
+def restrict(
+    table: ListTable, *, kinds: Sequence[str] = (), layers: int | None = None
+) -> ListTable:
+    """The columns of the given pooled kinds (``mass:query``, ``best:last``, ...; all when empty)
+    in layers ``< layers`` (all when None)."""
+    keep = [
+        i
+        for i, n in enumerate(table.names)
+        if (not kinds or any(n.startswith(k + ":") for k in kinds))
+        and (layers is None or layer_of(n) < layers)
+    ]
+    return table.select(np.asarray(keep, dtype=int))
 
 
 def lambdamart_learner(*, leaves: int = 7, trees: int = 200, lr: float = 0.05) -> Learner:

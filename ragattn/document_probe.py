@@ -1,0 +1,156 @@
+"""Document relevance from the sentence attention features of one forward pass.
+
+The compressor's forward (Sentinel layout: documents, then the question, then "Answer:") already
+gives, for every sentence, the log share of context attention of every head, from the last
+position and from the question span (:func:`ragattn.compress.features.attention_block`). Pooled per
+document, the same numbers say how much each head reads each document, so one forward can rank the
+documents and compress them (Provence's joint design, here with a probe over attention):
+
+- ``mass``: the document's mean share over its tokens (token-weighted over its sentences), log;
+- ``best``: its best sentence's share, log.
+
+Each pooled column is z-scored within the call's documents, so the features neither depend on the
+input order nor on the number or length of the documents. A :class:`DocumentProbe` scores a
+document as ``minilm_weight * z(MiniLM cosine) + weights . z(attention)``: attention is a correction
+fitted on top of MiniLM (``ragattn probe train --kind rerank``), so it cannot trade MiniLM away.
+
+Both rerank (``attention-probe``) and compress (``rerank_and_compress``) read it; it imports
+neither.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragattn.errors import ConfigError
+
+EPS = 1e-3
+"""The floor added before the log in :func:`ragattn.compress.features.attention_block`."""
+FORMAT = "ragattn-document-probe/1"
+
+
+def zscore_columns(x: np.ndarray) -> np.ndarray:
+    """Each column's z-score over the rows (one call's documents); a constant column gives 0.
+    Row order does not change any value."""
+    if x.shape[0] == 0:
+        return x
+    mu = x.mean(axis=0, keepdims=True)
+    sd = x.std(axis=0, keepdims=True)
+    safe = np.where(sd > 1e-9, sd, 1.0)
+    return np.where(sd > 1e-9, (x - mu) / safe, 0.0)
+
+
+def pool_documents(
+    names: Sequence[str],
+    matrix: np.ndarray,
+    unit_docs: Sequence[int],
+    widths: np.ndarray,
+    n_docs: int,
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """Per-document attention columns from per-sentence ones.
+
+    Args:
+        names: the sentence features' column names (``last:L..H..`` / ``query:L..H..`` are read).
+        matrix: ``[n_units, len(names)]`` log shares (``log(share + EPS)``).
+        unit_docs: each unit's document index.
+        widths: each unit's width in proxy tokens (the weight of its share in the document mass).
+        n_docs: the number of documents (a document without units gets the floor).
+
+    Returns:
+        ``("mass:<name>"..., "best:<name>"...)`` and ``[n_docs, 2 * n_attention]`` log values.
+    """
+    cols = [i for i, n in enumerate(names) if n.startswith(("last:", "query:"))]
+    share = np.exp(matrix[:, cols]) - EPS
+    docs = np.asarray(unit_docs)
+    mass = np.zeros((n_docs, len(cols)))
+    best = np.full((n_docs, len(cols)), np.log(EPS))
+    for d in range(n_docs):
+        rows = docs == d
+        if not rows.any():
+            continue
+        w = widths[rows]
+        mass[d] = (share[rows] * w[:, None]).sum(axis=0) / w.sum()
+        best[d] = np.log(share[rows].max(axis=0) + EPS)
+    att = [names[i] for i in cols]
+    pooled_names = (*(f"mass:{n}" for n in att), *(f"best:{n}" for n in att))
+    return pooled_names, np.concatenate([np.log(mass + EPS), best], axis=1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentProbe:
+    """A linear document scorer over z-scored pooled attention columns plus z(MiniLM).
+
+    ``config`` holds how the features must be computed (``rows``, ``layers``, ``dtype``,
+    ``max_doc_tokens``) and how the probe was made (sources, list counts, CV scores), so a probe
+    is never applied to other features.
+    """
+
+    columns: tuple[str, ...]
+    weights: np.ndarray
+    minilm_weight: float
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def layers(self) -> int:
+        """Leading layers the forward must read: the deepest layer with a non-zero weight + 1."""
+        return int(self.config["layers"])
+
+    def check_features(self, config: Mapping[str, Any]) -> None:
+        """Refuse features computed with another configuration than the probe was trained on."""
+        for key in ("rows", "dtype"):
+            if self.config.get(key) != config.get(key):
+                raise ConfigError(
+                    f"this document probe was trained on features with {key}="
+                    f"{self.config.get(key)!r}, but these were computed with {key}="
+                    f"{config.get(key)!r}; retrain it with: ragattn probe train --kind rerank"
+                )
+        if int(config.get("layers", -1)) < self.layers:
+            raise ConfigError(
+                f"this document probe reads layers < {self.layers}, but the features stop at "
+                f"layer {config.get('layers')}; compute them to at least that depth"
+            )
+
+    def score(
+        self,
+        pooled_names: Sequence[str],
+        pooled: np.ndarray,
+        minilm: np.ndarray,
+        config: Mapping[str, Any],
+    ) -> np.ndarray:
+        """Raw document scores (log-odds units of the pairwise model; higher is better)."""
+        self.check_features(config)
+        index = {n: i for i, n in enumerate(pooled_names)}
+        missing = [c for c in self.columns if c not in index]
+        if missing:
+            raise ConfigError(f"features lack {len(missing)} probe columns, e.g. {missing[0]!r}")
+        x = zscore_columns(pooled[:, [index[c] for c in self.columns]])
+        z = zscore_columns(np.asarray(minilm, dtype=np.float64)[:, None])[:, 0]
+        return self.minilm_weight * z + x @ self.weights
+
+    def save(self, path: str | Path) -> None:
+        np.savez(
+            Path(path),
+            format=np.asarray(FORMAT),
+            columns=np.asarray(self.columns),
+            weights=self.weights.astype(np.float64),
+            minilm_weight=np.asarray([self.minilm_weight]),
+            config=np.asarray(json.dumps(dict(self.config))),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> DocumentProbe:
+        with np.load(Path(path), allow_pickle=False) as arrays:
+            if str(arrays["format"]) != FORMAT:
+                raise ConfigError(f"{path} is not a {FORMAT} file")
+            return cls(
+                columns=tuple(str(c) for c in arrays["columns"]),
+                weights=arrays["weights"].astype(np.float64),
+                minilm_weight=float(arrays["minilm_weight"][0]),
+                config=json.loads(str(arrays["config"])),
+            )

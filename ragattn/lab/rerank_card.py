@@ -1,0 +1,137 @@
+"""Fitting the document probe of ``attention-probe`` and writing its model card
+(``ragattn probe train --kind rerank``).
+
+The recipe (pooled kinds, layers read, L2 strength) is :data:`RECIPE`, the outcome of the study in
+``studies/rerank_probe_study.py`` (BENCHMARKS.md §2, "Document probes over every head"), chosen by
+leave-one-source-out nDCG@10. This module re-extracts (or reads from the feature store) the
+training lists, reports the recipe's and MiniLM's leave-one-source-out scores, fits the probe on
+every list and writes ``rerank-probe.npz`` and a card section in ``README.md``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ragattn.compress.features import attention_config
+from ragattn.document_probe import DocumentProbe
+from ragattn.lab import rerank_lists as rl
+from ragattn.lab.feature_store import FeatureStore
+from ragattn.lab.profile_writers import replace_card_section
+from ragattn.lab.rerank_features import extract
+from ragattn.lab.rerank_probe import (
+    ListTable,
+    build_table,
+    fit_residual,
+    layer_of,
+    leave_one_source_out,
+    minilm_learner,
+    residual_learner,
+    restrict,
+)
+from ragattn.proxy import Proxy
+from ragattn.rerank.probe import PROBE_FILE
+
+CARD_START = "<!-- rerank-probe:start -->"
+CARD_END = "<!-- rerank-probe:end -->"
+
+RECIPE: Mapping[str, Any] = MappingProxyType(
+    {"kinds": ("mass:query", "best:query"), "layers": None, "l2": 1.0, "max_doc_tokens": 128}
+)
+"""Pooled kinds, leading layers read (None: all), L2 strength and the documents' token cut."""
+
+
+def fit_document_probe(
+    proxy: Proxy,
+    data_dir: Path,
+    out_dir: Path,
+    *,
+    store: FeatureStore,
+    limit: int | None = None,
+    recipe: Mapping[str, Any] = RECIPE,
+    command: str = "ragattn probe train --kind rerank",
+    progress: bool = True,
+) -> str:
+    """Extract the first ``limit`` training lists (resumable), fit, save, write the card;
+    returns the card text."""
+    max_tokens = int(recipe["max_doc_tokens"])
+    lists = rl.cached_lists(
+        f"train-{max_tokens}",
+        lambda: rl.round_robin(data_dir, proxy.tokenizer, max_tokens=max_tokens),
+    )[:limit]
+    full = build_table(extract(store, lists, progress=progress))
+    table = restrict(full, kinds=tuple(recipe["kinds"]), layers=recipe["layers"])
+    l2 = float(recipe["l2"])
+    loso = leave_one_source_out(table, residual_learner(l2))
+    base = leave_one_source_out(table, minilm_learner())
+    a, w = fit_residual(table, l2)
+    depth = max(layer_of(n) for n in table.names) + 1
+    config = {
+        **attention_config(proxy, rows="both", layers=depth),
+        "max_doc_tokens": max_tokens,
+        "kinds": list(recipe["kinds"]),
+        "l2": l2,
+        "lists": len(table.lists),
+        "loso_ndcg10": loso,
+        "minilm_loso_ndcg10": base,
+    }
+    probe = DocumentProbe(columns=table.names, weights=w, minilm_weight=a, config=config)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    probe.save(out_dir / PROBE_FILE)
+    card = _card(proxy, table, loso, base, probe, command)
+    replace_card_section(
+        out_dir / "README.md", f"{CARD_START}\n{card}{CARD_END}", CARD_START, CARD_END
+    )
+    return card
+
+
+def _card(
+    proxy: Proxy,
+    table: ListTable,
+    loso: Mapping[str, float],
+    base: Mapping[str, float],
+    probe: DocumentProbe,
+    command: str,
+) -> str:
+    counts = Counter(r.source for r in table.lists)
+    docs: Counter[str] = Counter()
+    gold: Counter[str] = Counter()
+    for r in table.lists:
+        docs[r.source] += len(r.gains)
+        gold[r.source] += int((r.gains > 0).sum())
+    macro, macro_base = float(np.mean(list(loso.values()))), float(np.mean(list(base.values())))
+    lines = [
+        f"# Document probe for `{proxy.name}` (`{PROBE_FILE}`, method `attention-probe`)",
+        "",
+        f"Written by `{command}` on {dt.date.today().isoformat()}.",
+        "Ranking lists in the retrieval shape: each is BM25's top 20 over a pooled training "
+        "corpus, documents cut to "
+        f"{probe.config['max_doc_tokens']} proxy tokens, order shuffled, gold kept where BM25 "
+        "found it (`ragattn/lab/rerank_lists.py`; no evaluation slice is read).",
+        "Score: `a * z(MiniLM) + w . z(attention)`, z-scored within the list; `a` is fitted on "
+        "MiniLM alone and held fixed, `w` by an L2 pairwise logistic loss "
+        f"(l2 = {probe.config['l2']}) over the pooled kinds {probe.config['kinds']} of layers "
+        f"0-{probe.layers - 1} ({len(probe.columns)} columns); a = {probe.minilm_weight:.3f}.",
+        "The recipe was chosen by leave-one-source-out nDCG@10 (each source scored by a model "
+        "fitted on the others), never by in-domain fit (`studies/rerank_probe_study.py`, "
+        "BENCHMARKS.md §2).",
+        "",
+        "| source | lists | documents | gold | LOSO nDCG@10, probe | LOSO nDCG@10, MiniLM |",
+        "|---|---|---|---|---|---|",
+        *[
+            f"| {s} | {counts[s]} | {docs[s]} | {gold[s]} | {loso[s]:.4f} | {base[s]:.4f} |"
+            for s in sorted(counts)
+        ],
+        f"| **macro** | **{len(table.lists)}** | | | **{macro:.4f}** | **{macro_base:.4f}** |",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+__all__: Sequence[str] = ("RECIPE", "fit_document_probe")

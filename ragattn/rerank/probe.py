@@ -1,0 +1,147 @@
+"""``attention-probe``: documents ranked by a probe over every head's attention, on top of MiniLM.
+
+One forward of the proxy reads the documents in the Sentinel layout (documents, question,
+"Answer:") and stops after the probe's deepest layer; every sentence's attention share per head is
+pooled per document (:mod:`ragattn.document_probe`), z-scored within the window, and the
+:class:`~ragattn.document_probe.DocumentProbe` adds its weighted sum to ``a * z(MiniLM)``.
+
+Order-free by construction: documents are placed in the prompt in a canonical order (by a hash of
+their text), never in input order, and every feature is z-scored within the window, so the same
+documents in any input order give bit-identical scores. Lists longer than ``docs_per_window`` are
+read in windows of that many documents in the same canonical order (reported in ``warnings``).
+Documents longer than the probe's ``max_doc_tokens`` proxy tokens are read by their first
+``max_doc_tokens`` tokens (reported in ``warnings``): the probe was trained on documents of that
+length.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ragattn.compress.features import Unit, attention_block, attention_config
+from ragattn.document_probe import DocumentProbe, pool_documents
+from ragattn.errors import ModelLoadError
+from ragattn.lexical import sigmoid
+from ragattn.proxy import Proxy
+from ragattn.rerank.base import DocScores
+from ragattn.rerank.features import dense_local
+from ragattn.sentences import split_sentences
+from ragattn.types import Document
+
+PROBE_FILE = "rerank-probe.npz"
+SCALE = (
+    "raw_score: the document probe's pairwise log-odds (a x z(MiniLM) + w . z(attention), z-scored "
+    "within the window); relevance_score = sigmoid(raw)"
+)
+
+
+def load_document_probe(models_dir: Path, proxy_slug: str) -> DocumentProbe:
+    """The packaged (or ``models_dir``) document probe of a proxy."""
+    path = models_dir / proxy_slug / PROBE_FILE
+    if not path.is_file():
+        raise ModelLoadError(
+            f"no document probe for proxy {proxy_slug!r} at {path}; train it with: "
+            "ragattn probe train --kind rerank"
+        )
+    return DocumentProbe.load(path)
+
+
+def _canonical(documents: Sequence[Document]) -> list[int]:
+    """Document indices in an order that depends only on the texts (ties: input order is
+    irrelevant, identical texts get identical features)."""
+    keys = [hashlib.sha256(d.text.encode("utf-8", "surrogatepass")).hexdigest() for d in documents]
+    return sorted(range(len(documents)), key=lambda i: keys[i])
+
+
+class AttentionProbeScorer:
+    """See the module docstring. ``raw`` is in log-odds units; ``relevance = sigmoid(raw)``."""
+
+    def __init__(
+        self,
+        proxy: Proxy,
+        probe: DocumentProbe,
+        *,
+        name: str = "attention-probe",
+        docs_per_window: int = 20,
+    ) -> None:
+        self.proxy = proxy
+        self.probe = probe
+        self.name = name
+        self.docs_per_window = docs_per_window
+        self.max_doc_tokens = int(probe.config.get("max_doc_tokens", 128))
+        self.feature_config = attention_config(proxy, rows="both", layers=probe.layers)
+        probe.check_features(self.feature_config)
+
+    def _cut(self, documents: Sequence[Document]) -> tuple[list[Document], int]:
+        enc = self.proxy.tokenizer(
+            [d.text for d in documents], add_special_tokens=False, return_offsets_mapping=True
+        )
+        out: list[Document] = []
+        cut = 0
+        for doc, offsets in zip(documents, enc["offset_mapping"], strict=True):
+            if len(offsets) > self.max_doc_tokens:
+                cut += 1
+                end = offsets[self.max_doc_tokens - 1][1]
+                out.append(Document(text=doc.text[:end], id=doc.id, title=doc.title))
+            else:
+                out.append(doc)
+        return out, cut
+
+    def score(
+        self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int] | None
+    ) -> DocScores:
+        docs, cut = self._cut(documents)
+        order = _canonical(docs)
+        raw = np.zeros(len(docs))
+        minilm = np.asarray(dense_local(query, docs), dtype=np.float64)
+        windows = [
+            order[w : w + self.docs_per_window] for w in range(0, len(order), self.docs_per_window)
+        ]
+        tok = self.proxy.tokenizer
+        for window in windows:
+            sub = [docs[i] for i in window]
+            units = [
+                Unit(d, s.start, s.end)
+                for d, doc in enumerate(sub)
+                for s in split_sentences(doc.text)
+            ]
+            if not units:
+                continue
+            texts = [sub[u.doc].text[u.start : u.end] for u in units]
+            widths = np.array(
+                [max(1, len(ids)) for ids in tok(texts, add_special_tokens=False)["input_ids"]],
+                dtype=np.float64,
+            )
+            matrix, names, _ = attention_block(
+                self.proxy,
+                query,
+                sub,
+                units,
+                rows="both",
+                layers=self.probe.layers,
+                max_chunk_tokens=1 << 30,
+            )
+            pooled_names, pooled = pool_documents(
+                names, matrix, [u.doc for u in units], widths, len(sub)
+            )
+            raw[window] = self.probe.score(
+                pooled_names, pooled, minilm[window], self.feature_config
+            )
+        warnings: list[str] = []
+        if cut:
+            warnings.append(
+                f"{cut} document(s) longer than {self.max_doc_tokens} proxy tokens were read by "
+                f"their first {self.max_doc_tokens} tokens (the probe's training length)"
+            )
+        if len(windows) > 1:
+            warnings.append(
+                f"{len(docs)} documents were read in {len(windows)} windows of at most "
+                f"{self.docs_per_window}"
+            )
+        return DocScores(
+            raw=raw, relevance=sigmoid(raw), windows=len(windows), warnings=tuple(warnings)
+        )

@@ -1,0 +1,118 @@
+"""The document probe: pooling, the configuration check, the file round trip, and the
+``attention-probe`` scorer's order-freedom and truncation warnings on the real 135M proxy."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragattn.document_probe import EPS, DocumentProbe, pool_documents, zscore_columns
+from ragattn.errors import ConfigError
+from ragattn.rerank.probe import AttentionProbeScorer
+from ragattn.types import Document
+
+CONFIG = {"rows": "both", "layers": 4, "dtype": "float32", "max_doc_tokens": 24}
+
+
+def _probe(columns: tuple[str, ...], seed: int = 0, **config: Any) -> DocumentProbe:
+    weights = np.random.default_rng(seed).normal(size=len(columns))
+    return DocumentProbe(
+        columns=columns, weights=weights, minilm_weight=1.5, config={**CONFIG, **config}
+    )
+
+
+def test_pooling_is_the_token_weighted_mass_and_the_best_sentence() -> None:
+    names = ("last:L0H0", "query:L0H0", "bm25")
+    shares = np.array([[1.0, 2.0], [3.0, 0.5], [0.25, 4.0]])  # units x attention columns
+    matrix = np.concatenate([np.log(shares + EPS), np.zeros((3, 1))], axis=1)
+    pooled_names, pooled = pool_documents(names, matrix, [0, 0, 1], np.array([1.0, 3.0, 2.0]), 3)
+    assert pooled_names == (
+        "mass:last:L0H0",
+        "mass:query:L0H0",
+        "best:last:L0H0",
+        "best:query:L0H0",
+    )
+    mass = np.exp(pooled[:, :2]) - EPS
+    best = np.exp(pooled[:, 2:]) - EPS
+    np.testing.assert_allclose(mass[0], [(1 * 1 + 3 * 3) / 4, (2 * 1 + 0.5 * 3) / 4])
+    np.testing.assert_allclose(mass[1], [0.25, 4.0])
+    np.testing.assert_allclose(best[0], [3.0, 2.0])
+    np.testing.assert_allclose(mass[2], [0.0, 0.0], atol=1e-12)  # no unit: the floor
+
+
+def test_zscore_does_not_depend_on_row_order() -> None:
+    x = np.random.default_rng(1).normal(size=(6, 3))
+    x[:, 2] = 5.0
+    perm = np.array([3, 0, 5, 1, 4, 2])
+    np.testing.assert_allclose(zscore_columns(x)[perm], zscore_columns(x[perm]), atol=1e-12)
+    assert np.all(zscore_columns(x)[:, 2] == 0.0)
+
+
+def test_probe_refuses_features_of_another_configuration() -> None:
+    probe = _probe(("mass:query:L0H0",))
+    pooled = np.zeros((2, 1))
+    ok = {"rows": "both", "layers": 4, "dtype": "float32"}
+    probe.score(("mass:query:L0H0",), pooled, np.zeros(2), ok)
+    for key, value in (("dtype", "bfloat16"), ("rows", "last")):
+        with pytest.raises(ConfigError, match=re.escape(f"computed with {key}={value!r}")):
+            probe.score(("mass:query:L0H0",), pooled, np.zeros(2), {**ok, key: value})
+    with pytest.raises(ConfigError, match="features stop at layer 2"):
+        probe.score(("mass:query:L0H0",), pooled, np.zeros(2), {**ok, "layers": 2})
+    with pytest.raises(ConfigError, match="lack 1 probe columns"):
+        probe.score(("mass:last:L0H0",), pooled, np.zeros(2), ok)
+
+
+def test_probe_file_round_trip(tmp_path: Path) -> None:
+    probe = _probe(("mass:query:L0H0", "best:query:L3H8"), seed=4, lists=12)
+    probe.save(tmp_path / "p.npz")
+    loaded = DocumentProbe.load(tmp_path / "p.npz")
+    assert loaded.columns == probe.columns
+    np.testing.assert_array_equal(loaded.weights, probe.weights)
+    assert loaded.minilm_weight == probe.minilm_weight
+    assert dict(loaded.config) == {**CONFIG, "lists": 12}
+    assert loaded.layers == 4
+
+
+@pytest.fixture(scope="module")
+def scorer(proxy: Any) -> AttentionProbeScorer:
+    columns = tuple(
+        f"{kind}:query:L{layer}H{head}"
+        for kind in ("mass", "best")
+        for layer in range(4)
+        for head in range(proxy.num_heads)
+    )
+    return AttentionProbeScorer(proxy, _probe(columns, seed=7), docs_per_window=3)
+
+
+DOCS = [
+    Document(text="Paris is the capital of France. It lies on the Seine."),
+    Document(text="Berlin is the capital of Germany."),
+    Document(text="Bananas are a tropical fruit rich in potassium."),
+    Document(text="Lyon is a large city in France. It is known for its food and its old town."),
+]
+
+
+def test_scores_are_bit_identical_under_every_input_order(scorer: AttentionProbeScorer) -> None:
+    query = "What is the capital of France?"
+    reference = scorer.score(query, DOCS, None)
+    assert reference.windows == 2  # 4 documents, windows of 3
+    assert any("2 windows" in w for w in reference.warnings)
+    for perm in itertools.permutations(range(len(DOCS))):
+        got = scorer.score(query, [DOCS[i] for i in perm], None)
+        np.testing.assert_array_equal(got.raw, reference.raw[list(perm)])
+    assert np.all((reference.relevance > 0) & (reference.relevance < 1))
+
+
+def test_long_documents_are_cut_and_reported(scorer: AttentionProbeScorer) -> None:
+    long = Document(text=" ".join(["The river flows north through the old valley."] * 10))
+    out = scorer.score("Which way does the river flow?", [long, DOCS[1]], None)
+    assert out.warnings == (
+        "1 document(s) longer than 24 proxy tokens were read by their first 24 tokens "
+        "(the probe's training length)",
+    )
+    assert out.windows == 1
