@@ -26,6 +26,15 @@ from ragattn.types import (
 
 Verb = Literal["rerank", "compress", "rerank_compress"]
 VERBS: tuple[Verb, ...] = ("rerank", "compress", "rerank_compress")
+BUDGET_KEYWORDS: tuple[str, ...] = ("ratio", "target_tokens", "threshold")
+"""The three ways to give a budget (exactly one per call), as keywords and wire fields."""
+
+
+def verb_keywords(verb: Verb) -> tuple[str, ...]:
+    """The call arguments of ``verb`` a front end offers: ``top_n`` to rank, a budget to compress
+    (the rest of :class:`VerbArgs` are options with defaults)."""
+    ranks = ("top_n",) if verb != "compress" else ()
+    return (*(BUDGET_KEYWORDS if verb != "rerank" else ()), *ranks)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,6 +229,7 @@ AsyncCompressEngine = CompressVerbs[
 
 
 __all__ = [
+    "BUDGET_KEYWORDS",
     "VERBS",
     "AsyncCompressEngine",
     "CompressEngine",
@@ -227,4 +237,5 @@ __all__ = [
     "RerankEngine",
     "Verb",
     "VerbArgs",
+    "verb_keywords",
 ]
