@@ -136,13 +136,7 @@ class Service:
             "raw_scores": req.raw_scores,
             "max_tokens_per_doc": req.max_tokens_per_doc,
         }
-        key = cache_key(
-            model=self.fingerprint,
-            route=f"rerank:v{api_version}",
-            params=params,
-            query=req.query,
-            documents=documents,
-        )
+        key = self._key(f"rerank:v{api_version}", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankResponse:
             result = self.reranker.rerank(req.query, list(checked.documents), **args.keywords())
@@ -175,13 +169,7 @@ class Service:
         self.limits.precheck(req.query, documents)
         method = req.method or self.settings.compress_method
         params = {"method": method, **args.params()}
-        key = cache_key(
-            model=self.fingerprint,
-            route="compress:v1",
-            params=params,
-            query=req.query,
-            documents=documents,
-        )
+        key = self._key("compress:v1", params, req.query, documents)
 
         def score(checked: CheckedInput) -> CompressResponse:
             compressor = self.compressor(method)
@@ -212,13 +200,7 @@ class Service:
         self.limits.precheck(req.query, documents)
         method = req.method or self.settings.compress_method
         params = {"method": method, "return_documents": req.return_documents, **args.params()}
-        key = cache_key(
-            model=self.fingerprint,
-            route="rerank_compress:v1",
-            params=params,
-            query=req.query,
-            documents=documents,
-        )
+        key = self._key("rerank_compress:v1", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankCompressResponse:
             compressor = self.compressor(method)
@@ -289,13 +271,7 @@ class Service:
             "return_documents": req.return_documents,
             "index": getattr(manifest, "content_hash", None),
         }
-        key = cache_key(
-            model=self.fingerprint,
-            route="retrieve:v1",
-            params=params,
-            query=req.query,
-            documents=[],
-        )
+        key = self._key("retrieve:v1", params, req.query, [])
 
         def search(query: Question) -> RetrieveResponse:
             found = pipeline.retrieve(query, k=req.k, mode=mode, rerank=req.rerank, top_n=top_n)
@@ -391,6 +367,14 @@ class Service:
                 ) from exc
             self._compressors[method] = compressor
         return compressor
+
+    def _key(
+        self, route: str, params: dict[str, Any], query: str, documents: Sequence[Document]
+    ) -> str:
+        """The cache key of a request: this server's fingerprint, the route and its arguments."""
+        return cache_key(
+            model=self.fingerprint, route=route, params=params, query=query, documents=documents
+        )
 
     async def _check(
         self,
