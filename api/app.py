@@ -254,7 +254,7 @@ def create_app(
                 compressor=compressors.get(None),
                 cache=cache,
                 tokenizer=rr.proxy,
-                limits=limits,
+                limits=checker,  # the service's own: one check, on its tokenizer thread
             )
         warm_up(rr.proxy)
         if reranker is None:

@@ -13,8 +13,7 @@ import msgspec
 from msgspec import Meta, Struct
 
 from ragattn.errors import InvalidInputError, ModelOutputError
-from ragattn.types import CompressionResult, Document, RerankResults
-from ragattn.validation import one_budget
+from ragattn.types import Budget, CompressionResult, Document, RerankResults
 
 if TYPE_CHECKING:
     from ragattn.pipeline import PipelineResult
@@ -179,9 +178,6 @@ def _finite(value: float, name: str) -> float:
     return float(value)
 
 
-Budget = Literal["ratio", "target_tokens", "threshold"]
-
-
 class CompressRequest(Struct, kw_only=True):
     """Compress documents (or one ``context``) for a query under exactly one budget.
 
@@ -209,9 +205,10 @@ class CompressRequest(Struct, kw_only=True):
             return [Document(text=t) for t in ctx]
         return to_documents(self.documents or [])
 
-    def resolved_budget(self) -> dict[str, float | int]:
-        """Exactly one of ratio / target_tokens / threshold, aliases folded in (the library's
-        :func:`ragattn.validation.one_budget` holds the rule)."""
+    def resolved_budget(self) -> Budget:
+        """Exactly one of ratio / target_tokens / threshold, aliases folded in, as the one checked
+        :class:`~ragattn.types.Budget` the library takes (:meth:`Budget.from_args` holds the
+        rule)."""
         if self.ratio is not None and self.rate is not None:
             raise InvalidInputError("send 'ratio' or its alias 'rate', not both")
         if self.target_tokens is not None and self.target_token is not None:
@@ -219,12 +216,11 @@ class CompressRequest(Struct, kw_only=True):
         ratio = self.ratio if self.ratio is not None else self.rate
         target = self.target_tokens if self.target_tokens is not None else self.target_token
         try:
-            kind, value = one_budget(ratio, target, self.threshold)
+            return Budget.from_args(ratio, target, self.threshold)
         except InvalidInputError as exc:
             raise InvalidInputError(
                 "send exactly one budget: ratio (or rate), target_tokens or threshold"
             ) from exc
-        return {kind: int(value) if kind == "target_tokens" else value}
 
 
 class KeptSpanOut(Struct):

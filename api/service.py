@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -42,17 +42,23 @@ from api.schemas import (
     RetrieveResponse,
 )
 from api.worker import ModelWorker
-from ragattn.cache import Cache, cache_key
+from ragattn.cache import Cache, cache_key, cached_value, storing
+from ragattn.contract import VerbArgs
 from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError
 from ragattn.limits import CheckedInput, LimitChecker
-from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, RAGPipeline
+from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
 from ragattn.settings import Settings
 from ragattn.types import Document
+
+if TYPE_CHECKING:
+    from ragattn.compress import Compressor
+    from ragattn.proxy import Proxy
+    from ragattn.rerank import Reranker
 
 logger = logging.getLogger(__name__)
 S = TypeVar("S", bound=msgspec.Struct)
 T = TypeVar("T")
-CompressorFactory = Callable[[Any, str | None], Any]
+CompressorFactory = Callable[["Proxy", str | None], "Compressor"]
 
 
 def new_id() -> str:
@@ -82,8 +88,8 @@ class Service:
         self,
         settings: Settings,
         *,
-        reranker: Any,
-        compressors: dict[str | None, Any],
+        reranker: Reranker,
+        compressors: dict[str | None, Compressor],
         compressor_factory: CompressorFactory | None,
         cache: Cache,
         worker: ModelWorker,
@@ -120,7 +126,8 @@ class Service:
         top_n = req.resolved_top_n()
         if top_n is not None:
             top_n = min(top_n, len(documents))  # Cohere semantics: clamp, do not fail
-        self.limits.precheck(req.query, documents, truncate_to=req.max_tokens_per_doc)
+        args = VerbArgs(verb="rerank", top_n=top_n, truncate_to=req.max_tokens_per_doc)
+        self.limits.precheck(req.query, documents, truncate_to=args.truncate_to)
         return_documents = req.resolved_return_documents()
         params = {
             "method": getattr(self.reranker, "method", ""),
@@ -129,16 +136,10 @@ class Service:
             "raw_scores": req.raw_scores,
             "max_tokens_per_doc": req.max_tokens_per_doc,
         }
-        key = cache_key(
-            model=self.fingerprint,
-            route=f"rerank:v{api_version}",
-            params=params,
-            query=req.query,
-            documents=documents,
-        )
+        key = self._key(f"rerank:v{api_version}", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankResponse:
-            result = self.reranker.rerank(req.query, list(checked.documents), top_n=top_n)
+            result = self.reranker.rerank(req.query, list(checked.documents), **args.keywords())
             return RerankResponse.from_result(
                 result,
                 id="",
@@ -151,7 +152,7 @@ class Service:
             )
 
         async def work(deadline: float | None) -> RerankResponse:
-            checked = await self._check(req.query, documents, req.max_tokens_per_doc, deadline)
+            checked = await self._check(req.query, documents, args.truncate_to, deadline)
             return await self.worker.run("rerank", score, checked, deadline=deadline)
 
         body, hit = await self._cached(key, work, RerankResponse)
@@ -164,23 +165,15 @@ class Service:
         self, req: CompressRequest, *, notes: Sequence[str] = ()
     ) -> tuple[CompressResponse, bool]:
         documents = req.resolved_documents()
-        budget = req.resolved_budget()
+        args = VerbArgs(verb="compress", budget=req.resolved_budget(), keep_order=req.keep_order)
         self.limits.precheck(req.query, documents)
         method = req.method or self.settings.compress_method
-        params = {"method": method, "keep_order": req.keep_order, **budget}
-        key = cache_key(
-            model=self.fingerprint,
-            route="compress:v1",
-            params=params,
-            query=req.query,
-            documents=documents,
-        )
+        params = {"method": method, **args.params()}
+        key = self._key("compress:v1", params, req.query, documents)
 
         def score(checked: CheckedInput) -> CompressResponse:
             compressor = self.compressor(method)
-            result = compressor.compress(
-                req.query, list(checked.documents), keep_order=req.keep_order, **budget
-            )
+            result = compressor.compress(req.query, list(checked.documents), **args.keywords())
             return CompressResponse.from_result(
                 result, id="", model=self.model_name, warnings=list(checked.warnings)
             )
@@ -201,27 +194,18 @@ class Service:
         top_n = req.resolved_top_n()
         if top_n is not None:
             top_n = min(top_n, len(documents))
+        args = VerbArgs(
+            verb="rerank_compress", top_n=top_n, budget=budget, keep_order=req.keep_order
+        )
         self.limits.precheck(req.query, documents)
         method = req.method or self.settings.compress_method
-        params = {
-            "method": method,
-            "keep_order": req.keep_order,
-            "top_n": top_n,
-            "return_documents": req.return_documents,
-            **budget,
-        }
-        key = cache_key(
-            model=self.fingerprint,
-            route="rerank_compress:v1",
-            params=params,
-            query=req.query,
-            documents=documents,
-        )
+        params = {"method": method, "return_documents": req.return_documents, **args.params()}
+        key = self._key("rerank_compress:v1", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankCompressResponse:
             compressor = self.compressor(method)
             ranked, compressed = compressor.rerank_and_compress(
-                req.query, list(checked.documents), top_n=top_n, keep_order=req.keep_order, **budget
+                req.query, list(checked.documents), **args.keywords()
             )
             return RerankCompressResponse.from_result(
                 ranked,
@@ -287,16 +271,10 @@ class Service:
             "return_documents": req.return_documents,
             "index": getattr(manifest, "content_hash", None),
         }
-        key = cache_key(
-            model=self.fingerprint,
-            route="retrieve:v1",
-            params=params,
-            query=req.query,
-            documents=[],
-        )
+        key = self._key("retrieve:v1", params, req.query, [])
 
-        def search() -> RetrieveResponse:
-            found = pipeline.retrieve(req.query, k=req.k, mode=mode, rerank=req.rerank, top_n=top_n)
+        def search(query: Question) -> RetrieveResponse:
+            found = pipeline.retrieve(query, k=req.k, mode=mode, rerank=req.rerank, top_n=top_n)
             results = [
                 RetrievedOut(
                     doc_id=c.hit.doc_id,
@@ -318,8 +296,10 @@ class Service:
             )
 
         async def work(deadline: float | None) -> RetrieveResponse:
-            await self.tokens.run("tokenize", self.limits.check_query, req.query, deadline=deadline)
-            return await self.worker.run("retrieve", search, deadline=deadline)
+            query = await self.tokens.run(
+                "tokenize", pipeline.check_question, req.query, what="query", deadline=deadline
+            )
+            return await self.worker.run("retrieve", search, query, deadline=deadline)
 
         body, hit = await self._cached(key, work, RetrieveResponse)
         return msgspec.structs.replace(body, id=new_id(), warnings=[*notes, *body.warnings]), hit
@@ -355,24 +335,20 @@ class Service:
             compress=req.compress,
         )
         async with self._deadline() as deadline:
-            await self.tokens.run(
-                "tokenize",
-                self.limits.check_query,
-                req.question,
-                what="question",
-                deadline=deadline,
+            question = await self.tokens.run(
+                "tokenize", pipeline.check_question, req.question, deadline=deadline
             )
 
             async def on_worker(fn: Callable[[], T]) -> T:
                 return await self.worker.run("ask", fn, deadline=deadline)
 
-            result = await pipeline.aask(req.question, options, run_blocking=on_worker)
+            result = await pipeline.aask(question, options, run_blocking=on_worker)
         body = AskResponse.from_result(result, id=new_id(), return_text=req.return_text)
         return msgspec.structs.replace(body, warnings=[*notes, *body.warnings]), result.cache_hit
 
     # --- shared -----------------------------------------------------------------------------
 
-    def compressor(self, method: str | None) -> Any:
+    def compressor(self, method: str | None) -> Compressor:
         """The compressor for ``method`` (``None``: the default), built once and kept.
 
         Called on the model thread. A method this server cannot build (e.g. its probe weights are
@@ -391,6 +367,14 @@ class Service:
                 ) from exc
             self._compressors[method] = compressor
         return compressor
+
+    def _key(
+        self, route: str, params: dict[str, Any], query: str, documents: Sequence[Document]
+    ) -> str:
+        """The cache key of a request: this server's fingerprint, the route and its arguments."""
+        return cache_key(
+            model=self.fingerprint, route=route, params=params, query=query, documents=documents
+        )
 
     async def _check(
         self,
@@ -431,19 +415,11 @@ class Service:
     async def _cached(
         self, key: str, work: Callable[[float | None], Awaitable[S]], kind: type[S]
     ) -> tuple[S, bool]:
-        raw = await self.cache.get(key)
-        if raw is not None:
-            try:
-                return msgspec.msgpack.decode(raw, type=kind), True
-            except msgspec.DecodeError:
-                logger.warning("undecodable cache entry %s; recomputing", key)
+        found = await cached_value(self.cache, key, lambda b: msgspec.msgpack.decode(b, type=kind))
+        if found is not None:
+            return found, True
         async with self._deadline() as deadline:
-
-            async def fill() -> S:
-                value = await work(deadline)
-                await self.cache.set(key, msgspec.msgpack.encode(value))
-                return value
-
+            fill = storing(self.cache, key, lambda: work(deadline), msgspec.msgpack.encode)
             return await self.worker.run_once(key, fill), False
 
     async def cache_healthy(self) -> bool:

@@ -14,14 +14,15 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ragattn._optional import require
 from ragattn.types import Document
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 KEY_PREFIX = "ragattn:v1:"
 """Namespace and key-schema version; bump the version when the key layout changes."""
@@ -98,6 +99,43 @@ def cache_key(
         payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
     )
     return KEY_PREFIX + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+async def cached_value(cache: Cache | None, key: str, decode: Callable[[bytes], T]) -> T | None:
+    """The value stored under ``key``, or None: a miss, no cache, or an entry that no longer
+    decodes (logged; the caller computes it again and overwrites it).
+
+    The one read of every cached answer (the service's responses, the pipeline's generations).
+    ``decode`` raises ``ValueError`` or ``TypeError`` on an entry it cannot read.
+    """
+    if cache is None:
+        return None
+    raw = await cache.get(key)
+    if raw is None:
+        return None
+    try:
+        return decode(raw)
+    except (ValueError, TypeError) as exc:
+        logger.warning("undecodable cache entry %s (%s); recomputing", key, exc)
+        return None
+
+
+def storing(
+    cache: Cache | None,
+    key: str,
+    compute: Callable[[], Awaitable[T]],
+    encode: Callable[[T], bytes],
+) -> Callable[[], Awaitable[T]]:
+    """``compute``, followed by storing its value under ``key``: the one write of every cached
+    answer, to run once per key (e.g. through the service's request coalescing)."""
+
+    async def fill() -> T:
+        value = await compute()
+        if cache is not None:
+            await cache.set(key, encode(value))
+        return value
+
+    return fill
 
 
 class MemoryCache:
@@ -298,4 +336,6 @@ __all__ = [
     "NullCache",
     "RedisCache",
     "cache_key",
+    "cached_value",
+    "storing",
 ]

@@ -31,13 +31,14 @@ import logging
 import math
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragattn._optional import require
+from ragattn.contract import CompressVerbs
 from ragattn.errors import (
     InputTooLargeError,
     InvalidInputError,
@@ -48,6 +49,7 @@ from ragattn.errors import (
 )
 from ragattn.sentences import split_sentences
 from ragattn.types import (
+    Budget,
     CompressedDocument,
     CompressionResult,
     Document,
@@ -62,6 +64,8 @@ if TYPE_CHECKING:
     import httpx
 
 logger = logging.getLogger(__name__)
+
+BUDGET_FIELDS = ("ratio", "target_tokens", "threshold")
 
 RETRY_STATUSES = frozenset({429, 503})
 """Statuses that mean "try again later" in the service contract (both send ``Retry-After``)."""
@@ -174,49 +178,39 @@ def _rerank_payload(query: str, docs: Sequence[Document], top_n: int | None) -> 
 def _compress_payload(
     query: str,
     documents: str | Sequence[DocumentLike],
-    budget: Mapping[str, float | int | None],
-    keep_order: bool,
-    tokenizer: Any,
-    keep_entities: bool,
+    given: Mapping[str, Any],
     config: ClientConfig,
 ) -> tuple[dict[str, Any], list[Document]]:
-    if tokenizer is not None:
+    """The body of ``/v1/compress`` or ``/v1/rerank_compress`` for a call's keywords as given.
+
+    The budget keywords are sent as they are: the service checks them (and says what is wrong),
+    so a client and the service never disagree on a rule. A checked ``budget`` is sent as its own
+    keyword.
+    """
+    if given.get("tokenizer") is not None:
         raise InvalidInputError(
             "the service counts tokens with its proxy tokenizer (named in result.tokenizer); "
             "pass tokenizer=None to a Client, or compress in process to count in another one"
         )
-    if keep_entities:
+    if given.get("keep_entities"):
         raise InvalidInputError("keep_entities is not part of the service API; compress in process")
-    payload: dict[str, Any] = {"query": query, "keep_order": keep_order}
+    payload: dict[str, Any] = {"query": query, "keep_order": given.get("keep_order", True)}
     if isinstance(documents, str):
         docs = [Document(text=documents)]
         payload["context"] = documents
     else:
         docs = as_documents(documents)
         payload["documents"] = [_wire_document(d) for d in docs]
-    payload.update({k: v for k, v in budget.items() if v is not None})
+    raw = [given.get(k) for k in ("ratio", "target_tokens", "threshold")]
+    budget = given.get("budget")
+    if budget is not None:
+        payload.update(Budget.from_args(*raw, given=budget).keywords())
+    else:
+        payload.update({k: v for k, v in zip(BUDGET_FIELDS, raw, strict=True) if v is not None})
+    if given.get("top_n") is not None:
+        payload["top_n"] = given["top_n"]
     if config.compress_method is not None:
         payload["method"] = config.compress_method
-    return payload, docs
-
-
-def _rerank_compress_payload(
-    query: str,
-    documents: Sequence[DocumentLike],
-    top_n: int | None,
-    ratio: float | None,
-    target_tokens: int | None,
-    threshold: float | None,
-    keep_order: bool,
-    tokenizer: Any,
-    config: ClientConfig,
-) -> tuple[dict[str, Any], list[Document]]:
-    budget = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}
-    payload, docs = _compress_payload(
-        query, documents, budget, keep_order, tokenizer, False, config
-    )
-    if top_n is not None:
-        payload["top_n"] = top_n
     return payload, docs
 
 
@@ -505,7 +499,9 @@ class _ClientBase:
         return f"{type(self).__name__}({self.config.base_url!r})"
 
 
-class Client(_ClientBase):
+class Client(
+    _ClientBase, CompressVerbs[CompressionResult, tuple[RerankResults, CompressionResult]]
+):
     """A blocking client of the ragattn service with the in-process result types.
 
     Args:
@@ -562,58 +558,30 @@ class Client(_ClientBase):
         body = self._post(self.config.rerank_path, _rerank_payload(query, docs, top_n))
         return _rerank_results(body, docs)
 
-    def compress(
-        self,
-        query: str,
-        documents: str | Sequence[DocumentLike],
-        *,
-        ratio: float | None = None,
-        target_tokens: int | None = None,
-        threshold: float | None = None,
-        keep_order: bool = True,
-        tokenizer: Any = None,
-        keep_entities: bool = False,
+    def _compress(
+        self, query: str, documents: str | Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> CompressionResult:
-        """Compress on the service; same arguments and result as :meth:`Compressor.compress`.
-
-        Token counts are in the server's proxy tokenizer (``result.tokenizer``); ``tokenizer``
-        and ``keep_entities`` are not part of the service API and raise InvalidInputError.
-        """
-        budget = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}
-        payload, docs = _compress_payload(
-            query, documents, budget, keep_order, tokenizer, keep_entities, self.config
-        )
+        """:meth:`compress` on the service: the arguments and result of
+        :meth:`Compressor.compress`. Token counts are in the server's proxy tokenizer
+        (``result.tokenizer``); ``tokenizer`` and ``keep_entities`` are not part of the service
+        API and raise InvalidInputError."""
+        payload, docs = _compress_payload(query, documents, given, self.config)
         return _compression_result(self._post("/v1/compress", payload), docs, range(len(docs)))
 
-    def rerank_and_compress(
-        self,
-        query: str,
-        documents: Sequence[DocumentLike],
-        *,
-        top_n: int | None = None,
-        ratio: float | None = None,
-        target_tokens: int | None = None,
-        threshold: float | None = None,
-        keep_order: bool = True,
-        tokenizer: Any = None,
+    def _rerank_compress(
+        self, query: str, documents: Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> tuple[RerankResults, CompressionResult]:
-        """Rank and compress from one scoring pass on the service (``/v1/rerank_compress``);
-        same arguments and results as :meth:`Compressor.rerank_and_compress`."""
-        payload, docs = _rerank_compress_payload(
-            query,
-            documents,
-            top_n,
-            ratio,
-            target_tokens,
-            threshold,
-            keep_order,
-            tokenizer,
-            self.config,
-        )
+        """:meth:`rerank_and_compress` from one scoring pass on the service
+        (``/v1/rerank_compress``); the arguments and results of
+        :meth:`Compressor.rerank_and_compress`."""
+        payload, docs = _compress_payload(query, documents, given, self.config)
         return _rerank_compress_result(self._post("/v1/rerank_compress", payload), docs)
 
 
-class AsyncClient(_ClientBase):
+class AsyncClient(
+    _ClientBase,
+    CompressVerbs[Awaitable[CompressionResult], Awaitable[tuple[RerankResults, CompressionResult]]],
+):
     """The asyncio twin of :class:`Client`: the same constructor (``transport`` is an
     ``httpx.AsyncBaseTransport``), the same methods awaited, ``aclose`` / ``async with``."""
 
@@ -655,50 +623,19 @@ class AsyncClient(_ClientBase):
         body = await self._post(self.config.rerank_path, _rerank_payload(query, docs, top_n))
         return _rerank_results(body, docs)
 
-    async def compress(
-        self,
-        query: str,
-        documents: str | Sequence[DocumentLike],
-        *,
-        ratio: float | None = None,
-        target_tokens: int | None = None,
-        threshold: float | None = None,
-        keep_order: bool = True,
-        tokenizer: Any = None,
-        keep_entities: bool = False,
+    async def _compress(
+        self, query: str, documents: str | Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> CompressionResult:
         """See :meth:`Client.compress`."""
-        budget = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}
-        payload, docs = _compress_payload(
-            query, documents, budget, keep_order, tokenizer, keep_entities, self.config
-        )
+        payload, docs = _compress_payload(query, documents, given, self.config)
         body = await self._post("/v1/compress", payload)
         return _compression_result(body, docs, range(len(docs)))
 
-    async def rerank_and_compress(
-        self,
-        query: str,
-        documents: Sequence[DocumentLike],
-        *,
-        top_n: int | None = None,
-        ratio: float | None = None,
-        target_tokens: int | None = None,
-        threshold: float | None = None,
-        keep_order: bool = True,
-        tokenizer: Any = None,
+    async def _rerank_compress(
+        self, query: str, documents: Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> tuple[RerankResults, CompressionResult]:
         """See :meth:`Client.rerank_and_compress`."""
-        payload, docs = _rerank_compress_payload(
-            query,
-            documents,
-            top_n,
-            ratio,
-            target_tokens,
-            threshold,
-            keep_order,
-            tokenizer,
-            self.config,
-        )
+        payload, docs = _compress_payload(query, documents, given, self.config)
         body = await self._post("/v1/rerank_compress", payload)
         return _rerank_compress_result(body, docs)
 

@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
-from ragattn.cache import Cache, cache_key
+from ragattn.cache import Cache, cache_key, cached_value, storing
+from ragattn.contract import CompressEngine, RerankEngine, VerbArgs
 from ragattn.errors import InvalidInputError
 from ragattn.generate import GeneratedAnswer, Generator
 from ragattn.limits import LimitChecker, Limits
 from ragattn.proxy import Proxy
 from ragattn.retrieve.corpus import Hit
-from ragattn.types import Document, KeptSpan
+from ragattn.types import Budget, Document, KeptSpan
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -86,12 +87,13 @@ def order_context(items: Sequence[T], order: ContextOrder) -> list[T]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PipelineOptions:
-    """Per-call knobs.
+    """Per-call knobs, checked once here.
 
     Attributes:
         top_k: candidates retrieved from the index.
         top_n: passages kept after reranking (or the first ``top_n`` hits without a reranker).
-        ratio: fraction of context tokens the compressor keeps, in (0, 1].
+        ratio: fraction of context tokens the compressor keeps, in (0, 1]; as the compressor
+            takes it: ``budget``.
         order: how the kept passages are arranged for the generator (:func:`order_context`).
         mode: the index's search mode: ``hybrid``, ``bm25`` or ``dense``.
         rerank: use the pipeline's reranker (ignored when it has none).
@@ -105,14 +107,22 @@ class PipelineOptions:
     mode: Mode = "hybrid"
     rerank: bool = True
     compress: bool = True
+    budget: Budget = field(init=False, repr=False, compare=False)
+
+    def params(self) -> dict[str, Any]:
+        """The options as given (for cache keys): every field but the derived ``budget``."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
     def __post_init__(self) -> None:
         for name in ("top_k", "top_n"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
-        if not 0.0 < self.ratio <= 1.0:
-            raise InvalidInputError(f"ratio must be in (0, 1], got {self.ratio!r}")
+        try:
+            budget = Budget(kind="ratio", value=self.ratio)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"ratio must be in (0, 1], got {self.ratio!r}") from exc
+        object.__setattr__(self, "budget", budget)
         if self.order not in ORDERS:
             raise InvalidInputError(
                 f"unknown context order {self.order!r}; choose one of {', '.join(ORDERS)}"
@@ -124,6 +134,18 @@ class PipelineOptions:
 def hit_document(hit: Hit) -> Document:
     """The :class:`Document` a reranker or compressor scores for a retrieval hit."""
     return Document(text=hit.text, id=hit.doc_id, title=hit.title)
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """A question already checked (non-empty, within the limits) by
+    :meth:`RAGPipeline.check_question`: every stage takes it as it is.
+
+    The service checks a question on its tokenizer thread, then hands this to the pipeline, so no
+    stage tokenizes it a second time.
+    """
+
+    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -292,13 +314,15 @@ class RAGPipeline:
             :class:`~ragattn.generate.OpenAIChatGenerator`, or any :class:`Generator`).
         reranker: a :class:`~ragattn.rerank.Reranker`; ``None`` keeps the first-stage order.
         compressor: a :class:`~ragattn.compress.Compressor`; ``None`` passes whole passages.
-        cache: a :class:`~ragattn.cache.Cache` in front of the generator; ``None`` disables it.
+        cache: a :class:`~ragattn.cache.Cache` in front of the generator (the service hands in its
+            own); ``None`` disables it.
         options: default :class:`PipelineOptions` (each call may pass its own).
         tokenizer: counts context tokens: a tokenizer or a :class:`~ragattn.proxy.Proxy`; default
             the compressor's, reranker's or generator's proxy, in that order, else
             whitespace-separated words.
-        limits: token limits (:class:`~ragattn.limits.Limits`) in ``tokenizer``'s tokens: a longer
-            question is refused, longer passages are cut with a warning; none when None.
+        limits: token limits in ``tokenizer``'s tokens: a longer question is refused, longer
+            passages are cut with a warning; none when None. A :class:`~ragattn.limits.Limits`,
+            or a :class:`~ragattn.limits.LimitChecker` to share (the service hands in its own).
 
     Raises:
         InvalidInputError: ``index`` is ``None`` (the message says how to build one).
@@ -309,12 +333,12 @@ class RAGPipeline:
         index: SearchIndex | None,
         *,
         generator: Generator,
-        reranker: Any | None = None,
-        compressor: Any | None = None,
+        reranker: RerankEngine | None = None,
+        compressor: CompressEngine | None = None,
         cache: Cache | None = None,
         options: PipelineOptions | None = None,
         tokenizer: Any | None = None,
-        limits: Limits | None = None,
+        limits: Limits | LimitChecker | None = None,
     ) -> None:
         if index is None:
             raise InvalidInputError("the pipeline needs a retrieval index; " + no_index_help())
@@ -327,17 +351,32 @@ class RAGPipeline:
         self._tokenizer, self._tokenizer_name = _resolve_tokenizer(
             tokenizer, compressor, reranker, generator
         )
-        self._limits = (
-            LimitChecker(self._tokenizer, limits)
-            if limits is not None and self._tokenizer is not None
-            else None
-        )
+        self._limits: LimitChecker | None = None
+        if isinstance(limits, LimitChecker):
+            self._limits = limits
+        elif limits is not None and self._tokenizer is not None:
+            self._limits = LimitChecker(self._tokenizer, limits)
 
     # -- stages --------------------------------------------------------------------------
 
+    def check_question(self, question: str | Question, *, what: str = "question") -> Question:
+        """``question`` checked once: non-empty and within ``limits.max_query_tokens``.
+
+        Raises:
+            InvalidInputError: an empty question.
+            InputTooLargeError: the question is over ``limits.max_query_tokens``.
+        """
+        if isinstance(question, Question):
+            return question
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidInputError(f"{what} must be a non-empty string")
+        if self._limits is not None:
+            self._limits.check_query(question, what=what)
+        return Question(question)
+
     def retrieve(
         self,
-        question: str,
+        question: str | Question,
         *,
         k: int,
         mode: Mode = "hybrid",
@@ -350,7 +389,7 @@ class RAGPipeline:
         tokens (a warning says so); the question is held to ``limits.max_query_tokens``.
 
         Args:
-            question: the question (or search query).
+            question: the question (or search query); a :class:`Question` is not checked again.
             k: hits to retrieve.
             mode: the index's search mode.
             rerank: rerank the hits with the pipeline's reranker (ignored without one).
@@ -360,10 +399,7 @@ class RAGPipeline:
             InvalidInputError: an empty question.
             InputTooLargeError: the question is over ``limits.max_query_tokens``.
         """
-        if not isinstance(question, str) or not question.strip():
-            raise InvalidInputError("question must be a non-empty string")
-        if self._limits is not None:
-            self._limits.check_query(question, what="question")
+        question = self.check_question(question).text
         clock = _Clock()
         warnings: list[str] = []
         hits = self.index.search(question, k, mode=mode)
@@ -394,7 +430,9 @@ class RAGPipeline:
             rerank_s=t_rerank,
         )
 
-    def prepare(self, question: str, options: PipelineOptions | None = None) -> PreparedContext:
+    def prepare(
+        self, question: str | Question, options: PipelineOptions | None = None
+    ) -> PreparedContext:
         """Retrieve, rerank and compress for ``question`` (everything before the generator).
 
         Raises:
@@ -402,6 +440,7 @@ class RAGPipeline:
             InputTooLargeError: the question is over the pipeline's ``limits``.
         """
         opts = options or self.options
+        question = self.check_question(question)
         found = self.retrieve(
             question, k=opts.top_k, mode=opts.mode, rerank=opts.rerank, top_n=opts.top_n
         )
@@ -420,8 +459,9 @@ class RAGPipeline:
         compressed = self.compressor is not None and opts.compress and bool(kept)
         t_compress = 0.0
         if compressed:
+            args = VerbArgs(verb="compress", budget=opts.budget, tokenizer=self._tokenizer)
             result = self.compressor.compress(  # type: ignore[union-attr]
-                question, kept, ratio=opts.ratio, tokenizer=self._tokenizer
+                question.text, kept, **args.keywords()
             )
             spans = [d.kept_spans for d in result.documents]
             kept_texts = [d.text for d in result.documents]
@@ -449,7 +489,7 @@ class RAGPipeline:
             for n, hit in enumerate(hits)
         )
         return PreparedContext(
-            question=question,
+            question=question.text,
             sources=sources,
             tokens_before=before,
             tokens_after=after,
@@ -463,7 +503,7 @@ class RAGPipeline:
         """sha256 key over generator identity, options, index, question and the ordered context."""
         manifest = getattr(self.index, "manifest", None)
         params = {
-            **dataclasses.asdict(options),
+            **options.params(),
             "index": getattr(manifest, "content_hash", type(self.index).__name__),
             "rerank_method": getattr(self.reranker, "method", None),
             "compress_method": getattr(self.compressor, "method", None),
@@ -479,7 +519,9 @@ class RAGPipeline:
 
     # -- public API ----------------------------------------------------------------------
 
-    def ask(self, question: str, options: PipelineOptions | None = None) -> PipelineResult:
+    def ask(
+        self, question: str | Question, options: PipelineOptions | None = None
+    ) -> PipelineResult:
         """Answer ``question``: retrieve, rerank, compress, look up the cache, generate.
 
         Runs :meth:`aask` on a fresh event loop (do not call it from a running loop; await
@@ -494,7 +536,7 @@ class RAGPipeline:
 
     async def aask(
         self,
-        question: str,
+        question: str | Question,
         options: PipelineOptions | None = None,
         *,
         run_blocking: RunBlocking | None = None,
@@ -511,18 +553,19 @@ class RAGPipeline:
         passages = [s.passage(compressed=prepared.compressed) for s in context]
         key = self.cache_key(prepared, opts)
         clock = _Clock()
-        answer = await self._cached(key)
+        answer = await cached_value(self.cache, key, _decode_answer)
         t_cache = clock.lap()
         hit = answer is not None
         t_generate = 0.0
         if answer is None:
-            fresh: GeneratedAnswer = await _call(
-                run_blocking, lambda: self.generator.generate(question, passages)
-            )
-            answer = fresh
+
+            async def generate() -> GeneratedAnswer:
+                return await _call(
+                    run_blocking, lambda: self.generator.generate(prepared.question, passages)
+                )
+
+            answer = await storing(self.cache, key, generate, _encode_answer)()
             t_generate = clock.lap()
-            if self.cache is not None:
-                await self.cache.set(key, json.dumps(answer.to_dict()).encode("utf-8"))
         position = {id(s): n for n, s in enumerate(context, start=1)}
         sources = tuple(
             dataclasses.replace(s, context_position=position.get(id(s))) for s in prepared.sources
@@ -534,7 +577,7 @@ class RAGPipeline:
             total=time.perf_counter() - started,
         )
         return PipelineResult(
-            question=question,
+            question=prepared.question,
             answer=answer,
             sources=sources,
             order=opts.order,
@@ -546,24 +589,20 @@ class RAGPipeline:
             warnings=prepared.warnings,
         )
 
-    async def _cached(self, key: str) -> GeneratedAnswer | None:
-        if self.cache is None:
-            return None
-        raw = await self.cache.get(key)
-        if raw is None:
-            return None
-        try:
-            return GeneratedAnswer(**json.loads(raw.decode("utf-8")))
-        except (ValueError, TypeError) as exc:
-            logger.warning("undecodable cached answer %s (%s); generating again", key, exc)
-            return None
-
     def _count(self, text: str) -> int:
         if not text:
             return 0
         if self._tokenizer is None:
             return len(text.split())
         return len(self._tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _encode_answer(answer: GeneratedAnswer) -> bytes:
+    return json.dumps(answer.to_dict()).encode("utf-8")
+
+
+def _decode_answer(raw: bytes) -> GeneratedAnswer:
+    return GeneratedAnswer(**json.loads(raw.decode("utf-8")))
 
 
 async def _call(run_blocking: RunBlocking | None, fn: Callable[[], T]) -> T:
@@ -619,6 +658,7 @@ __all__ = [
     "PipelineOptions",
     "PipelineResult",
     "PreparedContext",
+    "Question",
     "RAGPipeline",
     "Retrieval",
     "SearchIndex",

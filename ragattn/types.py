@@ -1,13 +1,16 @@
 """Public value types that cross module boundaries.
 
 All result types are frozen, keyword-only dataclasses with ``to_dict()``; numbers stay numbers.
+:class:`Budget` is the one compression budget every front end passes on (see
+:mod:`ragattn.contract` for the rest of the engine contract).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ragattn.errors import InvalidInputError
 
@@ -224,3 +227,87 @@ class CompressionResult:
 
     def to_dict(self) -> dict[str, Any]:
         return to_plain(self)
+
+
+# -- budgets and arguments ---------------------------------------------------------------------
+
+BudgetKind = Literal["ratio", "target_tokens", "threshold"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """One compression budget, valid by construction: ``kind`` and its ``value``.
+
+    ``ratio`` is the fraction of tokens kept, in (0, 1]; ``target_tokens`` the most tokens kept, a
+    positive integer; ``threshold`` the lowest keep score kept, in [0, 1].
+
+    Raises:
+        InvalidInputError: a non-number, or a value out of range.
+    """
+
+    kind: BudgetKind
+    value: float
+
+    def __post_init__(self) -> None:
+        kind, value = self.kind, self.value
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise InvalidInputError(f"{kind} must be a number")
+        if kind == "ratio" and not 0 < value <= 1:
+            raise InvalidInputError("ratio is the fraction of tokens kept and must be in (0, 1]")
+        if kind == "target_tokens" and (int(value) != value or value < 1):
+            raise InvalidInputError("target_tokens must be a positive integer")
+        if kind == "threshold" and not 0 <= value <= 1:
+            raise InvalidInputError("threshold must be in [0, 1]")
+        object.__setattr__(self, "value", float(value))
+
+    @classmethod
+    def from_args(
+        cls,
+        ratio: float | None = None,
+        target_tokens: int | None = None,
+        threshold: float | None = None,
+        *,
+        given: Budget | None = None,
+    ) -> Budget:
+        """The one budget given: ``given`` (already checked) or one of the three keywords.
+
+        Raises:
+            InvalidInputError: none or more than one budget, or a value out of range.
+        """
+        candidates: tuple[tuple[BudgetKind, float | int | None], ...] = (
+            ("ratio", ratio),
+            ("target_tokens", target_tokens),
+            ("threshold", threshold),
+        )
+        named = [(kind, value) for kind, value in candidates if value is not None]
+        if len(named) + (given is not None) != 1:
+            raise InvalidInputError("give exactly one budget: ratio, target_tokens or threshold")
+        if given is not None:
+            return given
+        kind, value = named[0]
+        return cls(kind=kind, value=value)  # type: ignore[arg-type]  # checked in __post_init__
+
+    def keywords(self) -> dict[str, float | int]:
+        """The budget as the keyword (and wire field) it was given as: ``{"ratio": 0.5}``."""
+        return {self.kind: int(self.value) if self.kind == "target_tokens" else self.value}
+
+    def token_limit(self, origin_tokens: int) -> int | None:
+        """The most tokens kept out of ``origin_tokens``; ``None`` for a threshold."""
+        if self.kind == "ratio":
+            return max(1, math.floor(self.value * origin_tokens))
+        if self.kind == "target_tokens":
+            return int(self.value)
+        return None
+
+
+def check_top_n(top_n: object) -> int | None:
+    """``top_n`` itself when it is None (keep all) or a positive integer (``bool`` is not one).
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    if top_n is None:
+        return None
+    if isinstance(top_n, bool) or not isinstance(top_n, int) or top_n < 1:
+        raise InvalidInputError("top_n must be a positive integer or None (keep all)")
+    return top_n

@@ -22,27 +22,75 @@ imports Ray.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from typing import TYPE_CHECKING
+import inspect
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING, Any
 
-from ragattn.batch._rows import TASKS, BatchTask, TaskKind
+from ragattn.batch._rows import TASKS, VERB_OF, BatchTask, TaskKind
 from ragattn.batch.io import BatchSummary
 from ragattn.batch.job import run_batch
+from ragattn.contract import verb_keywords
 
 if TYPE_CHECKING:
     import ray.data
 
 
-def _run(
+def map_dataset(
     ds: ray.data.Dataset,
-    task: BatchTask,
-    workers: int,
-    batch_size: int,
-    skip_ids: Collection[str],
-    preserve_order: bool,
+    kind: TaskKind,
+    *,
+    ratio: float | None = None,
+    target_tokens: int | None = None,
+    threshold: float | None = None,
+    top_n: int | None = None,
+    proxy: str | None = None,
+    method: str | None = None,
+    workers: int = 1,
+    threads: int | None = None,
+    batch_size: int = 8,
+    skip_ids: Collection[str] = (),
+    preserve_order: bool = True,
 ) -> ray.data.Dataset:
+    """Run the task ``kind`` on every row: what :func:`rerank_dataset`, :func:`compress_dataset`
+    and :func:`rerank_compress_dataset` are for one kind each.
+
+    Args:
+        ds: rows with ``id`` (string or integer), ``query`` and ``documents`` (strings or
+            objects with ``text`` and optional ``id``/``title``).
+        kind: ``rerank``, ``compress`` or ``rerank-compress``.
+        ratio, target_tokens, threshold: exactly one budget for the compress tasks: ``ratio``
+            (fraction of tokens kept, in (0, 1]), ``target_tokens`` or ``threshold`` (lowest keep
+            score kept, in [0, 1]).
+        top_n: keep the best ``top_n`` results per row (the rerank tasks; default: all).
+        proxy: proxy name or path each worker loads (default: the library's).
+        method: a rerank method for ``rerank``, a compress method otherwise (default: the
+            library's best measured).
+        workers: Ray actors in the pool; each loads the proxy once.
+        threads: torch threads per actor, also the logical CPUs it reserves (default: the
+            smallest node's CPUs less one for reading, divided by ``workers``).
+        batch_size: rows per actor call.
+        skip_ids: ids to pass over (status ``skipped``), e.g. those a previous run finished.
+        preserve_order: set ``preserve_order`` on ``ds.context`` so rows keep input order.
+
+    Returns:
+        The rows with ``status``, ``error_type`` and ``error`` added, and the task's result columns.
+
+    Raises:
+        InvalidInputError: an unknown method, a bad ``top_n`` or budget, before anything runs.
+        MissingDependencyError: Ray is not installed.
+    """
     from ragattn.batch._ray import map_task
 
+    task = BatchTask(
+        kind=kind,
+        proxy=proxy,
+        method=method,
+        top_n=top_n,
+        ratio=ratio,
+        target_tokens=target_tokens,
+        threshold=threshold,
+        threads=threads,
+    )
     return map_task(
         ds,
         task,
@@ -53,112 +101,59 @@ def _run(
     )
 
 
-def rerank_dataset(
-    ds: ray.data.Dataset,
-    *,
-    proxy: str | None = None,
-    method: str | None = None,
-    top_n: int | None = None,
-    workers: int = 1,
-    threads: int | None = None,
-    batch_size: int = 8,
-    skip_ids: Collection[str] = (),
-    preserve_order: bool = True,
-) -> ray.data.Dataset:
+def _task_function(kind: TaskKind, doc: str) -> Callable[..., ray.data.Dataset]:
+    """:func:`map_dataset` for one ``kind``, taking only that task's own arguments
+    (:func:`~ragattn.contract.verb_keywords`); another one is a TypeError, as for any function."""
+    whole = inspect.signature(map_dataset)
+    verb_only = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
+    signature = whole.replace(
+        parameters=[
+            p for name, p in whole.parameters.items() if name != "kind" and name not in verb_only
+        ]
+    )
+
+    def run(*args: Any, **kwargs: Any) -> ray.data.Dataset:
+        bound = signature.bind(*args, **kwargs).arguments
+        return map_dataset(bound.pop("ds"), kind, **bound)
+
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    run.__name__ = run.__qualname__ = f"{kind.replace('-', '_')}_dataset"
+    run.__doc__ = doc
+    return run
+
+
+rerank_dataset = _task_function(
+    "rerank",
     """Rerank every row's documents for its query with :meth:`Reranker.rerank`.
 
-    Args:
-        ds: rows with ``id`` (string or integer), ``query`` and ``documents`` (strings or
-            objects with ``text`` and optional ``id``/``title``).
-        proxy: proxy name or path each worker loads (default: the library's).
-        method: a rerank method (default: the library's best measured).
-        top_n: keep the best ``top_n`` results per row (default: all).
-        workers: Ray actors in the pool; each loads the proxy once.
-        threads: torch threads per actor, also the logical CPUs it reserves (default: the
-            smallest node's CPUs less one for reading, divided by ``workers``).
-        batch_size: rows per actor call.
-        skip_ids: ids to pass over (status ``skipped``), e.g. those a previous run finished.
-        preserve_order: set ``preserve_order`` on ``ds.context`` so rows keep input order.
+    The arguments are those of :func:`map_dataset` less the budget.
 
     Returns:
         The rows with ``status``, ``error_type``, ``error``, ``results`` and ``warnings`` added.
-
-    Raises:
-        InvalidInputError: an unknown method or a bad ``top_n``, before anything runs.
-        MissingDependencyError: Ray is not installed.
-    """
-    task = BatchTask(kind="rerank", proxy=proxy, method=method, top_n=top_n, threads=threads)
-    return _run(ds, task, workers, batch_size, skip_ids, preserve_order)
-
-
-def compress_dataset(
-    ds: ray.data.Dataset,
-    *,
-    ratio: float | None = None,
-    target_tokens: int | None = None,
-    threshold: float | None = None,
-    proxy: str | None = None,
-    method: str | None = None,
-    workers: int = 1,
-    threads: int | None = None,
-    batch_size: int = 8,
-    skip_ids: Collection[str] = (),
-    preserve_order: bool = True,
-) -> ray.data.Dataset:
+    """,
+)
+compress_dataset = _task_function(
+    "compress",
     """Compress every row's documents for its query with :meth:`Compressor.compress`.
 
-    Exactly one budget: ``ratio`` (fraction of tokens kept, in (0, 1]), ``target_tokens`` or
-    ``threshold`` (lowest keep score kept, in [0, 1]). The other arguments are those of
-    :func:`rerank_dataset`.
+    The arguments are those of :func:`map_dataset` less ``top_n``; exactly one budget.
 
     Returns:
         The rows with ``status``, ``error_type``, ``error`` and ``compression`` added.
-    """
-    task = BatchTask(
-        kind="compress",
-        proxy=proxy,
-        method=method,
-        ratio=ratio,
-        target_tokens=target_tokens,
-        threshold=threshold,
-        threads=threads,
-    )
-    return _run(ds, task, workers, batch_size, skip_ids, preserve_order)
-
-
-def rerank_compress_dataset(
-    ds: ray.data.Dataset,
-    *,
-    ratio: float | None = None,
-    target_tokens: int | None = None,
-    threshold: float | None = None,
-    top_n: int | None = None,
-    proxy: str | None = None,
-    method: str | None = None,
-    workers: int = 1,
-    threads: int | None = None,
-    batch_size: int = 8,
-    skip_ids: Collection[str] = (),
-    preserve_order: bool = True,
-) -> ray.data.Dataset:
+    """,
+)
+rerank_compress_dataset = _task_function(
+    "rerank-compress",
     """Rank and compress every row from one scoring pass with
     :meth:`Compressor.rerank_and_compress` (``method`` is a compress method).
+
+    The arguments are those of :func:`map_dataset`; exactly one budget.
 
     Returns:
         The rows with ``status``, ``error_type``, ``error``, ``results``, ``warnings`` and
         ``compression`` (the best ``top_n`` documents, in rank order, input indices) added.
-    """
-    task = BatchTask(
-        kind="rerank-compress",
-        proxy=proxy,
-        method=method,
-        top_n=top_n,
-        ratio=ratio,
-        target_tokens=target_tokens,
-        threshold=threshold,
-        threads=threads,
-    )
-    return _run(ds, task, workers, batch_size, skip_ids, preserve_order)
+    """,
+)
 
 
 __all__ = [
@@ -167,6 +162,7 @@ __all__ = [
     "BatchTask",
     "TaskKind",
     "compress_dataset",
+    "map_dataset",
     "rerank_compress_dataset",
     "rerank_dataset",
     "run_batch",

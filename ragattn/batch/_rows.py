@@ -16,16 +16,22 @@ import json
 import logging
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ragattn.contract import CompressEngine, CompressVerbs, RerankEngine, Verb, VerbArgs
 from ragattn.errors import InvalidInputError, ModelOutputError, RagattnError
-from ragattn.validation import check_top_n, one_budget
 
 logger = logging.getLogger(__name__)
 
 TaskKind = Literal["rerank", "compress", "rerank-compress"]
 TASKS: tuple[TaskKind, ...] = ("rerank", "compress", "rerank-compress")
+VERB_OF: dict[TaskKind, Verb] = {
+    "rerank": "rerank",
+    "compress": "compress",
+    "rerank-compress": "rerank_compress",
+}
+"""The contract's verb of each task (:class:`ragattn.contract.VerbArgs`)."""
 
 RAW = "_ragattn_raw"
 """Internal column: one JSONL line as bytes, decoded by the worker."""
@@ -76,6 +82,8 @@ class BatchTask:
         top_n: keep the best ``top_n`` documents (``rerank`` / ``rerank-compress``; None: all).
         ratio, target_tokens, threshold: exactly one budget for the compress tasks.
         threads: torch intra-op threads per worker (None: torch's default).
+        args: the verb's arguments, checked once here (:class:`~ragattn.contract.VerbArgs`);
+            every row runs with them as they are.
     """
 
     kind: TaskKind
@@ -86,19 +94,18 @@ class BatchTask:
     target_tokens: int | None = None
     threshold: float | None = None
     threads: int | None = None
+    args: VerbArgs = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.kind not in TASKS:
             raise InvalidInputError(f"unknown batch task {self.kind!r}; valid: {', '.join(TASKS)}")
-        check_top_n(self.top_n)
-        budget = (self.ratio, self.target_tokens, self.threshold)
-        if self.kind == "rerank":
-            if any(v is not None for v in budget):
-                raise InvalidInputError("rerank takes no budget; use compress or rerank-compress")
-        else:
-            one_budget(*budget)
-        if self.kind == "compress" and self.top_n is not None:
-            raise InvalidInputError("compress keeps every document; top_n is for rerank tasks")
+        given = {
+            "top_n": self.top_n,
+            "ratio": self.ratio,
+            "target_tokens": self.target_tokens,
+            "threshold": self.threshold,
+        }
+        object.__setattr__(self, "args", VerbArgs.check(VERB_OF[self.kind], given))
         if self.threads is not None and self.threads < 1:
             raise InvalidInputError(f"threads must be >= 1, got {self.threads}")
         if self.method is not None:
@@ -106,13 +113,9 @@ class BatchTask:
 
     @property
     def budget(self) -> dict[str, float | int]:
-        """The budget keywords for the compressor (empty for ``rerank``)."""
-        given = {
-            "ratio": self.ratio,
-            "target_tokens": self.target_tokens,
-            "threshold": self.threshold,
-        }
-        return {k: v for k, v in given.items() if v is not None}
+        """The budget as compressor keywords (empty for ``rerank``); ``args.budget`` is the same
+        as one :class:`~ragattn.types.Budget`."""
+        return {} if self.args.budget is None else self.args.budget.keywords()
 
 
 def _check_method(kind: TaskKind, method: str) -> None:
@@ -299,7 +302,7 @@ class RowProcessor:
         if task.kind == "rerank":
             from ragattn.rerank import Reranker
 
-            self._model: Any = Reranker(*args, **kwargs)
+            self._model: RerankEngine | CompressEngine = Reranker(*args, **kwargs)
         else:
             from ragattn.compress import Compressor
 
@@ -322,16 +325,14 @@ class RowProcessor:
             return _failed(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
 
     def _run(self, query: Any, documents: list[Any]) -> dict[str, Any]:
-        task = self.task
-        if task.kind == "rerank":
-            ranked = self._model.rerank(query, documents, top_n=task.top_n)
+        args, model = self.task.args, self._model
+        if not isinstance(model, CompressVerbs):  # the rerank task's Reranker
+            ranked = model.rerank(query, documents, **args.keywords())
             return {"results": rerank_results(ranked), "warnings": list(ranked.warnings)}
-        if task.kind == "compress":
-            out = self._model.compress(query, documents, **task.budget)
+        if args.verb == "compress":
+            out = model.compress(query, documents, **args.keywords())
             return {"compression": compression_dict(out)}
-        ranked, out = self._model.rerank_and_compress(
-            query, documents, top_n=task.top_n, **task.budget
-        )
+        ranked, out = model.rerank_and_compress(query, documents, **args.keywords())
         return {
             "results": rerank_results(ranked),
             "warnings": list(ranked.warnings),

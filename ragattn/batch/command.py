@@ -7,13 +7,17 @@ summary. Exit codes: 0 every row written or skipped, 1 some rows failed (see the
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from ragattn.batch._rows import BatchTask, TaskKind
+from ragattn.batch._rows import VERB_OF, BatchTask, TaskKind
 from ragattn.batch.io import BatchSummary
 from ragattn.batch.job import run_batch
+from ragattn.contract import verb_keywords
 from ragattn.errors import RagattnError
 
 batch_app = typer.Typer(
@@ -100,114 +104,70 @@ def _run_with_bar(task: BatchTask, input: str, output: Path, errors: Path | None
         )
 
 
-@batch_app.command("rerank")
-def rerank(
-    input: str = INPUT,
-    output: Path = OUTPUT,
-    errors: Path | None = ERRORS,
-    method: str | None = METHOD,
-    top_n: int | None = TOP_N,
-    proxy: str | None = PROXY,
-    workers: int = WORKERS,
-    threads: int | None = THREADS,
-    ray_address: str | None = ADDRESS,
-    batch_size: int = BATCH,
-    progress: bool = PROGRESS,
-    quiet: bool = QUIET,
-) -> None:
-    """Rerank each row's documents: OUT rows gain Cohere-shaped results and warnings."""
-    _job(
-        "rerank",
-        input=input,
-        output=output,
-        errors=errors,
-        workers=workers,
-        ray_address=ray_address,
-        batch_size=batch_size,
-        progress=progress,
-        quiet=quiet,
-        proxy=proxy,
-        method=method,
-        top_n=top_n,
-        threads=threads,
+OPTIONS: dict[str, tuple[Any, Any]] = {
+    "input": (str, INPUT),
+    "output": (Path, OUTPUT),
+    "errors": (Path | None, ERRORS),
+    "ratio": (float | None, RATIO),
+    "target_tokens": (int | None, TARGET),
+    "threshold": (float | None, THRESHOLD),
+    "top_n": (int | None, TOP_N),
+    "method": (str | None, METHOD),
+    "proxy": (str | None, PROXY),
+    "workers": (int, WORKERS),
+    "threads": (int | None, THREADS),
+    "ray_address": (str | None, ADDRESS),
+    "batch_size": (int, BATCH),
+    "progress": (bool, PROGRESS),
+    "quiet": (bool, QUIET),
+}
+"""Every option of the batch commands: its type and its typer option, in ``--help`` order."""
+
+
+def _options(kind: TaskKind) -> list[str]:
+    """The options of one command: the verb's own arguments (a budget to compress, ``top_n`` to
+    rank: :func:`~ragattn.contract.verb_keywords`) and the job's."""
+    verb_only = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
+    names = [n for n in OPTIONS if n not in verb_only]
+    if kind == "rerank":  # --method before --top-n, as the rerank command has always listed them
+        names.remove("method")
+        names.insert(names.index("top_n"), "method")
+    return names
+
+
+def _command(kind: TaskKind, help: str) -> Callable[..., None]:
+    """The typer command of ``kind``: its signature built from :func:`_options`."""
+
+    def command(**options: Any) -> None:
+        _job(kind, **options)
+
+    names = _options(kind)
+    command.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=OPTIONS[n][1]) for n in names]
     )
+    command.__annotations__ = {n: OPTIONS[n][0] for n in names} | {"return": None}
+    command.__doc__ = help
+    command.__name__ = command.__qualname__ = kind.replace("-", "_")
+    return command
 
 
-@batch_app.command("compress")
-def compress(
-    input: str = INPUT,
-    output: Path = OUTPUT,
-    errors: Path | None = ERRORS,
-    ratio: float | None = RATIO,
-    target_tokens: int | None = TARGET,
-    threshold: float | None = THRESHOLD,
-    method: str | None = METHOD,
-    proxy: str | None = PROXY,
-    workers: int = WORKERS,
-    threads: int | None = THREADS,
-    ray_address: str | None = ADDRESS,
-    batch_size: int = BATCH,
-    progress: bool = PROGRESS,
-    quiet: bool = QUIET,
-) -> None:
-    """Compress each row's documents under one budget: OUT rows gain compression."""
-    _job(
-        "compress",
-        input=input,
-        output=output,
-        errors=errors,
-        workers=workers,
-        ray_address=ray_address,
-        batch_size=batch_size,
-        progress=progress,
-        quiet=quiet,
-        proxy=proxy,
-        method=method,
-        ratio=ratio,
-        target_tokens=target_tokens,
-        threshold=threshold,
-        threads=threads,
+rerank = batch_app.command("rerank")(
+    _command(
+        "rerank", "Rerank each row's documents: OUT rows gain Cohere-shaped results and warnings."
     )
-
-
-@batch_app.command("rerank-compress")
-def rerank_compress(
-    input: str = INPUT,
-    output: Path = OUTPUT,
-    errors: Path | None = ERRORS,
-    ratio: float | None = RATIO,
-    target_tokens: int | None = TARGET,
-    threshold: float | None = THRESHOLD,
-    top_n: int | None = TOP_N,
-    method: str | None = METHOD,
-    proxy: str | None = PROXY,
-    workers: int = WORKERS,
-    threads: int | None = THREADS,
-    ray_address: str | None = ADDRESS,
-    batch_size: int = BATCH,
-    progress: bool = PROGRESS,
-    quiet: bool = QUIET,
-) -> None:
-    """Rank and compress from one scoring pass (a compress method): OUT rows gain results,
-    warnings and compression of the best --top-n documents."""
-    _job(
+)
+compress = batch_app.command("compress")(
+    _command(
+        "compress", "Compress each row's documents under one budget: OUT rows gain compression."
+    )
+)
+rerank_compress = batch_app.command("rerank-compress")(
+    _command(
         "rerank-compress",
-        input=input,
-        output=output,
-        errors=errors,
-        workers=workers,
-        ray_address=ray_address,
-        batch_size=batch_size,
-        progress=progress,
-        quiet=quiet,
-        proxy=proxy,
-        method=method,
-        top_n=top_n,
-        ratio=ratio,
-        target_tokens=target_tokens,
-        threshold=threshold,
-        threads=threads,
+        "Rank and compress from one scoring pass (a compress method): OUT rows gain results,\n"
+        "warnings and compression of the best --top-n documents.",
     )
+)
 
 
 __all__ = ["batch_app"]

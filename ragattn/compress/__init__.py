@@ -7,14 +7,14 @@ Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train``
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ragattn.assets import default_models_dir
-from ragattn.compress.budget import Budget, select
+from ragattn.compress.budget import select
 from ragattn.compress.features import Unit
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import (
@@ -24,6 +24,7 @@ from ragattn.compress.registry import (
     ScorerInputs,
     probe_path,
 )
+from ragattn.contract import CompressVerbs, VerbArgs
 from ragattn.errors import InvalidInputError, ModelLoadError
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
 from ragattn.sentences import split_sentences
@@ -37,7 +38,7 @@ from ragattn.types import (
     RerankResults,
     as_documents,
 )
-from ragattn.validation import check_query, check_top_n
+from ragattn.validation import check_query
 
 DOC_JOINER = "\n\n"
 """Documents are joined with a blank line in the original and the compressed context alike."""
@@ -50,7 +51,7 @@ def _count(tokenizer: Any, text: str) -> int:
 _ENTITY = re.compile(r"\b(?:[A-Z][\w'-]+|\d[\d,.]*)\b")
 
 
-class Compressor:
+class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, CompressionResult]]):
     """Keeps the sentences of the context that a small proxy's attention marks as useful.
 
     The proxy's weights are loaded only for methods that run it (see :data:`METHODS`); ``lexical``
@@ -141,39 +142,12 @@ class Compressor:
 
     # -- public API ------------------------------------------------------------------------
 
-    def compress(
-        self,
-        query: str,
-        documents: str | Sequence[DocumentLike],
-        *,
-        ratio: float | None = None,
-        target_tokens: int | None = None,
-        threshold: float | None = None,
-        keep_order: bool = True,
-        tokenizer: Any = None,
-        keep_entities: bool = False,
+    def _compress(
+        self, query: str, documents: str | Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> CompressionResult:
-        """Compress ``documents`` (or one ``context`` string) for ``query`` under one budget.
-
-        Args:
-            query: the question the context should answer (non-empty).
-            documents: a context string, or strings / Documents / mappings with ``text``.
-            ratio: fraction of tokens to keep, in (0, 1].
-            target_tokens: keep at most this many tokens.
-            threshold: keep sentences with keep score >= threshold (in [0, 1]).
-            keep_order: kept sentences in original order (default) or best first.
-            tokenizer: counts tokens: a tokenizer object or a local/offline name; default the
-                proxy's.
-            keep_entities: always keep sentences naming a capitalised word or number of the query.
-
-        Returns:
-            A :class:`CompressionResult`; its text is a concatenation of original substrings
-            (documents joined by a blank line), and the highest-scoring sentence is always kept.
-
-        Raises:
-            InvalidInputError: empty query, not exactly one valid budget, malformed documents.
-        """
-        budget = Budget.from_args(ratio, target_tokens, threshold)
+        """:meth:`compress` (its signature and documentation are the contract's,
+        :class:`~ragattn.contract.CompressVerbs`)."""
+        args = VerbArgs.check("compress", given)
         docs, units = self._prepare(query, documents)
         scores, chunks = self.score_units(query, docs, units)
         return self._build(
@@ -182,25 +156,14 @@ class Compressor:
             units,
             scores,
             chunks,
-            budget,
-            tokenizer,
-            keep_order,
-            self._entity_units(query, docs, units) if keep_entities else [],
+            args,
+            self._entity_units(query, docs, units) if args.keep_entities else [],
         )
 
-    def rerank_and_compress(
-        self,
-        query: str,
-        documents: Sequence[DocumentLike],
-        *,
-        top_n: int | None = None,
-        ratio: float | None = None,
-        target_tokens: int | None = None,
-        threshold: float | None = None,
-        keep_order: bool = True,
-        tokenizer: Any = None,
+    def _rerank_compress(
+        self, query: str, documents: Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> tuple[RerankResults, CompressionResult]:
-        """Rerank and compress from one scoring pass (Provence-style).
+        """:meth:`rerank_and_compress`: rerank and compress from one scoring pass (Provence-style).
 
         Every sentence is scored once; a document's score is its best sentence's keep score (raw and
         ``relevance_score`` alike, in [0, 1]). The best ``top_n`` documents (default: all) are then
@@ -212,8 +175,7 @@ class Compressor:
         0.593 for ``Reranker(method="minilm")`` (BENCHMARKS.md §2). Use it when one forward pass
         matters more than the ranking; rerank with :class:`~ragattn.rerank.Reranker` otherwise.
         """
-        top_n = check_top_n(top_n)
-        budget = Budget.from_args(ratio, target_tokens, threshold)
+        args = VerbArgs.check("rerank_compress", given)
         docs, units = self._prepare(query, documents)
         if not docs:
             raise InvalidInputError("documents must hold at least one document")
@@ -221,7 +183,7 @@ class Compressor:
         best = np.zeros(len(docs))
         for unit, score in zip(units, scores, strict=True):
             best[unit.doc] = max(best[unit.doc], float(score))
-        ranked = sorted(range(len(docs)), key=lambda i: (-best[i], i))[:top_n]
+        ranked = sorted(range(len(docs)), key=lambda i: (-best[i], i))[: args.top_n]
         results = RerankResults(
             [
                 RerankResult(
@@ -238,15 +200,7 @@ class Compressor:
         keep = [k for k, u in enumerate(units) if u.doc in position]
         sub_units = [Unit(position[units[k].doc], units[k].start, units[k].end) for k in keep]
         compression = self._build(
-            [docs[i] for i in ranked],
-            ranked,
-            sub_units,
-            scores[keep],
-            chunks,
-            budget,
-            tokenizer,
-            keep_order,
-            [],
+            [docs[i] for i in ranked], ranked, sub_units, scores[keep], chunks, args, []
         )
         return results, compression
 
@@ -267,14 +221,13 @@ class Compressor:
         units: Sequence[Unit],
         scores: np.ndarray,
         chunks: int,
-        budget: Budget,
-        tokenizer: Any,
-        keep_order: bool,
+        args: VerbArgs,
         forced: Sequence[int],
     ) -> CompressionResult:
-        """Select units under ``budget`` and assemble the result; ``indices`` are input
+        """Select units under ``args.budget`` and assemble the result; ``indices`` are input
         positions."""
-        tok, tok_name = self._counting_tokenizer(tokenizer)
+        budget, keep_order = args.compress_budget, args.keep_order
+        tok, tok_name = self._counting_tokenizer(args.tokenizer)
         origin_tokens = _count(tok, DOC_JOINER.join(doc.text for doc in docs))
         warnings: list[str] = []
         if not units:

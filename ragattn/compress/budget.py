@@ -5,43 +5,15 @@ Exactly one budget is given: ``ratio`` (fraction of tokens kept, 0 < ratio <= 1)
 Selection is greedy by score; a sentence that does not fit is skipped and smaller ones are still
 tried (Sentinel stops at the first misfit; skipping uses the budget better). The highest-scoring
 sentence is always kept. After joining, the text is re-counted and the lowest-scoring sentences are
-dropped while it is over budget (joins can merge or split tokens).
+dropped while it is over budget (joins can merge or split tokens). :class:`Budget` itself is the
+one value type of :mod:`ragattn.types`, re-exported here.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from ragattn.validation import BudgetKind, one_budget
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Budget:
-    """A validated budget; ``kind`` is ``ratio``, ``target_tokens`` or ``threshold``."""
-
-    kind: BudgetKind
-    value: float
-
-    @classmethod
-    def from_args(
-        cls, ratio: float | None, target_tokens: int | None, threshold: float | None
-    ) -> Budget:
-        """The one budget given, validated by :func:`ragattn.validation.one_budget`.
-
-        Raises:
-            InvalidInputError: none or several budgets, or a value out of range.
-        """
-        kind, value = one_budget(ratio, target_tokens, threshold)
-        return cls(kind=kind, value=value)
-
-    def token_limit(self, origin_tokens: int) -> int | None:
-        if self.kind == "ratio":
-            return max(1, math.floor(self.value * origin_tokens))
-        if self.kind == "target_tokens":
-            return int(self.value)
-        return None
+from ragattn.types import Budget
 
 
 def select(
@@ -81,3 +53,6 @@ def select(
         removable = [i for i in kept if i not in forced] or kept
         kept.remove(min(removable, key=lambda i: (scores[i], -i)))
     return kept
+
+
+__all__ = ["Budget", "select"]

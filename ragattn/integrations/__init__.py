@@ -11,15 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
-from ragattn import validation
 from ragattn.client import AsyncClient, Client
+from ragattn.contract import AsyncCompressEngine, CompressEngine, RerankEngine, VerbArgs
 from ragattn.errors import InvalidInputError
-from ragattn.types import CompressionResult, Document, RerankResults
-from ragattn.validation import check_top_n
+from ragattn.types import Budget, CompressionResult, Document, RerankResults, check_top_n
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,12 @@ class Engine:
         InvalidInputError: ``engine`` has no ``rerank`` / ``compress`` method for ``role``.
     """
 
-    def __init__(self, engine: Any, *, role: str) -> None:
+    def __init__(
+        self,
+        engine: RerankEngine | CompressEngine | AsyncCompressEngine | None,
+        *,
+        role: str,
+    ) -> None:
         method = {"reranker": "rerank", "compressor": "compress"}[role]
         if engine is not None and not callable(getattr(engine, method, None)):
             raise InvalidInputError(
@@ -110,26 +115,36 @@ class Engine:
         return _logged(await asyncio.to_thread(self._call, "rerank", query, documents, top_n=top_n))
 
     def compress(
-        self, query: str, documents: Sequence[Document], budget: dict[str, Any]
+        self, query: str, documents: Sequence[Document], args: VerbArgs | Mapping[str, Any]
     ) -> CompressionResult:
-        return _logged(self._sync().compress(query, documents, **budget))
+        """Compress with ``args`` (checked once, by the adapter; a budget mapping is checked
+        here)."""
+        kw = _compress_keywords(args)
+        return _logged(self._sync().compress(query, documents, **kw))
 
     async def acompress(
-        self, query: str, documents: Sequence[Document], budget: dict[str, Any]
+        self, query: str, documents: Sequence[Document], args: VerbArgs | Mapping[str, Any]
     ) -> CompressionResult:
+        kw = _compress_keywords(args)
         if isinstance(self.engine, AsyncClient):
-            return _logged(await self.engine.compress(query, documents, **budget))
+            return _logged(await self.engine.compress(query, documents, **kw))
         if isinstance(self.engine, Client):
             async with AsyncClient.from_config(self.engine.config) as client:
-                return _logged(await client.compress(query, documents, **budget))
-        return _logged(await asyncio.to_thread(self._call, "compress", query, documents, **budget))
+                return _logged(await client.compress(query, documents, **kw))
+        return _logged(await asyncio.to_thread(self._call, "compress", query, documents, **kw))
+
+
+def _compress_keywords(args: VerbArgs | Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(args, VerbArgs):
+        args = VerbArgs.check("compress", args)
+    return args.keywords()
 
 
 _R = TypeVar("_R", RerankResults, CompressionResult)
 
 
 @cache
-def default_reranker() -> Any:
+def default_reranker() -> RerankEngine:
     """The process-wide in-process :class:`~ragattn.Reranker` with the packaged proxy and the
     default method, built on first use."""
     from ragattn.rerank import Reranker
@@ -138,7 +153,7 @@ def default_reranker() -> Any:
 
 
 @cache
-def default_compressor() -> Any:
+def default_compressor() -> CompressEngine:
     """The process-wide in-process :class:`~ragattn.compress.Compressor` with the packaged proxy and
     the default method, built on first use."""
     from ragattn.compress import Compressor
@@ -155,21 +170,33 @@ def _logged(result: _R) -> _R:
 DEFAULT_ADAPTER_RATIO = 0.5
 """The budget of a compression adapter given none: keep half of the tokens (LLMLingua's default
 ``rate``)."""
+_DEFAULT_ADAPTER_BUDGET = Budget(kind="ratio", value=DEFAULT_ADAPTER_RATIO)
+
+
+def compress_args(
+    ratio: float | None, target_tokens: int | None, threshold: float | None
+) -> VerbArgs:
+    """The compress call of an adapter, checked once when the adapter is built: its one budget,
+    or ``ratio=DEFAULT_ADAPTER_RATIO`` when it was given none.
+
+    Raises:
+        InvalidInputError: more than one budget, or a value out of range.
+    """
+    given = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}
+    return VerbArgs.check("compress", given, default_budget=_DEFAULT_ADAPTER_BUDGET)
 
 
 def one_budget(
     ratio: float | None, target_tokens: int | None, threshold: float | None
 ) -> dict[str, float | int]:
-    """The one budget an adapter was given, as keyword arguments of ``compress``, checked by
-    :func:`ragattn.validation.one_budget`; with none, ``ratio=DEFAULT_ADAPTER_RATIO``.
-
-    Raises:
-        InvalidInputError: more than one budget, or a value out of range.
-    """
-    if ratio is None and target_tokens is None and threshold is None:
-        return {"ratio": DEFAULT_ADAPTER_RATIO}
-    kind, value = validation.one_budget(ratio, target_tokens, threshold)
-    return {kind: int(value) if kind == "target_tokens" else value}
+    """Deprecated: use :func:`compress_args` (its ``budget`` is the one
+    :class:`~ragattn.types.Budget`). The adapter's budget as keyword arguments of ``compress``."""
+    warnings.warn(
+        "ragattn.integrations.one_budget is deprecated; use compress_args(...).budget",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return compress_args(ratio, target_tokens, threshold).compress_budget.keywords()
 
 
 def kept_spans_metadata(result: CompressionResult, index: int) -> list[dict[str, Any]]:
@@ -188,6 +215,7 @@ __all__ = [
     "default_compressor",
     "default_reranker",
     "check_top_n",
+    "compress_args",
     "kept_spans_metadata",
     "one_budget",
 ]

@@ -40,13 +40,14 @@ from langchain_core.documents import Document as LCDocument  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
+from ragattn.contract import VerbArgs  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
     check_top_n,
+    compress_args,
     kept_spans_metadata,
-    one_budget,
 )
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
 
@@ -137,11 +138,11 @@ class RagattnCompressor(BaseDocumentCompressor):
     threshold: float | None = None
     drop_empty: bool = True
     _engine: Engine = PrivateAttr()
-    _budget: dict[str, float | int] = PrivateAttr()
+    _args: VerbArgs = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        self._budget = one_budget(self.ratio, self.target_tokens, self.threshold)
+        self._args = compress_args(self.ratio, self.target_tokens, self.threshold)
         self._engine = Engine(self.compressor, role="compressor")
 
     def _documents(
@@ -162,7 +163,7 @@ class RagattnCompressor(BaseDocumentCompressor):
         """Compress ``documents`` for ``query``; ``[]`` for no documents."""
         if not documents:
             return []
-        result = self._engine.compress(query, _to_ragattn(documents), self._budget)
+        result = self._engine.compress(query, _to_ragattn(documents), self._args)
         return self._documents(documents, result)
 
     async def acompress_documents(
@@ -171,7 +172,7 @@ class RagattnCompressor(BaseDocumentCompressor):
         """The async twin of :meth:`compress_documents`; the same result."""
         if not documents:
             return []
-        result = await self._engine.acompress(query, _to_ragattn(documents), self._budget)
+        result = await self._engine.acompress(query, _to_ragattn(documents), self._args)
         return self._documents(documents, result)
 
 

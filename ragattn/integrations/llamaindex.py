@@ -33,13 +33,14 @@ from llama_index.core.schema import (  # noqa: E402
 )
 from pydantic import PrivateAttr  # noqa: E402
 
+from ragattn.contract import VerbArgs  # noqa: E402
 from ragattn.errors import InvalidInputError  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     Engine,
     check_top_n,
+    compress_args,
     kept_spans_metadata,
-    one_budget,
 )
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
 
@@ -148,11 +149,11 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
     threshold: float | None = None
     drop_empty: bool = True
     _engine: Engine = PrivateAttr()
-    _budget: dict[str, float | int] = PrivateAttr()
+    _args: VerbArgs = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        self._budget = one_budget(self.ratio, self.target_tokens, self.threshold)
+        self._args = compress_args(self.ratio, self.target_tokens, self.threshold)
         self._engine = Engine(self.compressor, role="compressor")
 
     @classmethod
@@ -200,7 +201,7 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         self._check(nodes)
-        return self._nodes(nodes, self._engine.compress(query, _to_ragattn(nodes), self._budget))
+        return self._nodes(nodes, self._engine.compress(query, _to_ragattn(nodes), self._args))
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -209,7 +210,7 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         self._check(nodes)
-        result = await self._engine.acompress(query, _to_ragattn(nodes), self._budget)
+        result = await self._engine.acompress(query, _to_ragattn(nodes), self._args)
         return self._nodes(nodes, result)
 
 

@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     # 1: values, errors, settings, argument checks: no project imports beyond this layer
     "ragattn._optional": 1,
     "ragattn._version": 1,
+    "ragattn.contract": 1,
     "ragattn.errors": 1,
     "ragattn.memory": 1,
     "ragattn.methods": 1,
