@@ -119,6 +119,7 @@ STATUS_BY_ERROR_TYPE: dict[str, int] = {
     "not_ready": 503,
     "deadline_exceeded": 503,
     "shutting_down": 503,
+    "cancelled": 503,
 }
 """The stable error types of the API and their HTTP status; documented in docs/service.md."""
 
@@ -137,7 +138,7 @@ _ERROR_TYPE_BY_STATUS: dict[int, str] = {
 }
 
 _RETRY_AFTER_TYPES = frozenset(
-    {"overloaded", "rate_limited", "not_ready", "deadline_exceeded", "shutting_down"}
+    {"overloaded", "rate_limited", "not_ready", "deadline_exceeded", "shutting_down", "cancelled"}
 )
 
 
@@ -160,7 +161,8 @@ _ERROR_DESCRIPTIONS: dict[int, str] = {
     500: "internal_error or model_error (the proxy produced NaN/Inf); only this request failed",
     501: "missing_dependency: this install lacks an optional module the route needs; the "
     "message names the extra to install",
-    503: "not_ready (the proxy is loading), deadline_exceeded or shutting_down; see Retry-After",
+    503: "not_ready (the proxy is loading, or /ready: the model queue is full), "
+    "deadline_exceeded, shutting_down or cancelled; see Retry-After",
 }
 
 MODEL_ROUTE_RESPONSES: dict[int, ResponseSpec] = {

@@ -72,6 +72,13 @@ class _LiveCollector(Collector):
         )
         dropped.add_metric([], sum(getattr(w, "dropped", 0) for w in workers))
         yield dropped
+        cancelled = CounterMetricFamily(
+            "ragattn_jobs_cancelled",
+            "Jobs stopped while running, at a layer, window or chunk boundary: their client left, "
+            "their deadline passed or the server shut down",
+        )
+        cancelled.add_metric([], sum(getattr(w, "cancelled", 0) for w in workers))
+        yield cancelled
 
 
 class Metrics:

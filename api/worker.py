@@ -7,8 +7,10 @@ concurrent requests (same cache key) share one computation.
 
 Work nobody waits for is dropped, not computed: a job whose every waiter went away (client
 disconnected, request deadline passed) is cancelled while it is still queued, and a job whose
-deadline has passed when the model thread reaches it is skipped. A job already running finishes;
-a forward pass cannot be interrupted.
+deadline has passed when the model thread reaches it is skipped. A job already running stops
+cooperatively: it runs under a :class:`~ragattn.cancel.CancelToken` (carrying its deadline) that is
+cancelled when its waiter goes away or the worker closes, and the library checks it before each
+decoder layer, window and chunk, so the thread is free again within one boundary.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from api.errors import DeadlineExceededError, QueueFullError
+from api.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from ragattn.cancel import DEADLINE, CancelToken, cancel_scope
+from ragattn.errors import WorkCancelledError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+_SHUTDOWN = "shutdown"
 
 
 class _Shared:
@@ -64,15 +69,20 @@ class ModelWorker:
         self.rejected = 0
         self.dropped = 0
         """Jobs never computed: cancelled while queued, or past their deadline when reached."""
+        self.cancelled = 0
+        """Jobs stopped while running (waiter gone, deadline passed or shutdown)."""
+        self._tokens: set[CancelToken] = set()
+        self._closing = False
 
     @property
     def depth(self) -> int:
         """Jobs queued or running now."""
         return self._pending
 
-    def _release(self, future: Future[Any]) -> None:
+    def _release(self, token: CancelToken, future: Future[Any]) -> None:
         with self._lock:
             self._pending -= 1
+            self._tokens.discard(token)
             if future.cancelled():
                 self.dropped += 1
 
@@ -84,7 +94,8 @@ class ModelWorker:
             if self._observe is not None:
                 self._observe(task, time.perf_counter() - started)
 
-    def _checked(self, task: str, fn: Callable[[], T], deadline: float | None) -> T:
+    def _checked(self, task: str, fn: Callable[[], T], token: CancelToken) -> T:
+        deadline = token.deadline
         if deadline is not None and time.monotonic() >= deadline:
             with self._lock:
                 self.dropped += 1
@@ -92,7 +103,23 @@ class ModelWorker:
                 "the request deadline passed before the model reached it "
                 "(RAGATTN_REQUEST_TIMEOUT_S); retry later"
             )
-        return self._timed(task, fn)
+        try:
+            with cancel_scope(token):
+                return self._timed(task, fn)
+        except WorkCancelledError as exc:
+            with self._lock:
+                self.cancelled += 1
+            logger.info("%s job stopped at a boundary (%s)", task, exc.reason)
+            if exc.reason == DEADLINE:
+                raise DeadlineExceededError(
+                    "the request deadline passed while the model worked on it "
+                    "(RAGATTN_REQUEST_TIMEOUT_S); retry later or send less work"
+                ) from exc
+            if exc.reason == _SHUTDOWN:
+                raise ShuttingDownError(
+                    "the server shut down before this request finished; retry it"
+                ) from exc
+            raise
 
     async def run(
         self,
@@ -105,10 +132,15 @@ class ModelWorker:
     ) -> T:
         """Run ``fn(*args, **kwargs)`` on the model thread; ``task`` labels its timing.
 
-        ``deadline`` is a ``time.monotonic()`` instant: a job the thread reaches later is skipped
-        with :class:`DeadlineExceededError`. Cancelling the caller cancels a job still queued.
+        ``deadline`` is a ``time.monotonic()`` instant: a job the thread reaches later is skipped,
+        one still running then stops at its next boundary, both with
+        :class:`DeadlineExceededError`. Cancelling the caller cancels a job still queued and stops
+        a running one at its next boundary.
         """
+        token = CancelToken(deadline)
         with self._lock:
+            if self._closing:
+                raise ShuttingDownError("the server is shutting down; retry elsewhere")
             if self._pending >= self.max_pending:
                 self.rejected += 1
                 raise QueueFullError(
@@ -116,18 +148,24 @@ class ModelWorker:
                     retry_after_s=max(1, self._pending // 4),
                 )
             self._pending += 1
-        call = functools.partial(
-            self._checked, task, functools.partial(fn, *args, **kwargs), deadline
-        )
+            self._tokens.add(token)
+        call = functools.partial(self._checked, task, functools.partial(fn, *args, **kwargs), token)
         try:
             cf = self._executor.submit(call)
         except RuntimeError:
             with self._lock:
                 self._pending -= 1
+                self._tokens.discard(token)
             raise
         # The slot is freed when the thread finishes, even if the awaiting client went away.
-        cf.add_done_callback(self._release)
-        return await asyncio.wrap_future(cf)
+        cf.add_done_callback(functools.partial(self._release, token))
+        try:
+            return await asyncio.wrap_future(cf)
+        except asyncio.CancelledError:
+            # Nobody waits for the answer: a queued job was cancelled with the wait; a running one
+            # stops at its next layer, window or chunk boundary.
+            token.cancel("abandoned")
+            raise
 
     async def run_once(self, key: str, compute: Callable[[], Awaitable[T]]) -> T:
         """Await ``compute()`` unless an identical job (same ``key``) is already running; share it.
@@ -161,6 +199,12 @@ class ModelWorker:
             task.exception()
 
     def close(self) -> None:
+        """Stop: queued jobs are dropped, a running one stops at its next boundary."""
+        with self._lock:
+            self._closing = True
+            running = list(self._tokens)
+        for token in running:
+            token.cancel(_SHUTDOWN)
         self._executor.shutdown(wait=True, cancel_futures=True)
 
 

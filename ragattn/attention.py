@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
+from ragattn.cancel import check_cancelled
 from ragattn.errors import InvalidInputError, ModelOutputError, TokenizerError
 
 if TYPE_CHECKING:  # proxy.py imports this module to register the attention function
@@ -243,7 +244,8 @@ class AttentionEngine:
     """Runs forward passes of a :class:`~ragattn.proxy.Proxy` and captures attention rows.
 
     One engine per proxy; it installs layer pre-hooks (no-ops unless a capture is active) that end
-    the forward after the deepest layer a request needs.
+    the forward after the deepest layer a request needs, and stop cancelled work before each layer
+    (:func:`ragattn.cancel.check_cancelled`).
     """
 
     def __init__(self, proxy: Proxy) -> None:
@@ -259,6 +261,7 @@ class AttentionEngine:
     @staticmethod
     def _make_stop_hook(index: int) -> Any:
         def hook(_module: Any, _args: Any) -> None:
+            check_cancelled()  # a layer boundary: abandoned work stops here (ragattn.cancel)
             state = _ACTIVE.get()
             if state is not None and state.stop_after is not None and index > state.stop_after:
                 raise _StopForward

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ragattn._optional import require
+from ragattn.cancel import check_cancelled
 from ragattn.errors import ModelLoadError
 from ragattn.proxy import DeviceLike, resolve_device
 
@@ -111,6 +112,7 @@ class Embedder:
         with torch.inference_mode():
             for length, members in groups.items():
                 for start in range(0, len(members), width):
+                    check_cancelled()  # a batch boundary (ragattn.cancel)
                     rows = members[start : start + width]
                     take = torch.tensor(rows + [rows[-1]] * (width - len(rows)), dtype=torch.long)
                     batch = {

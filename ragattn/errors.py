@@ -56,6 +56,17 @@ class ModelOutputError(RagattnError):
     error_type = "model_error"
 
 
+class WorkCancelledError(RagattnError):
+    """Model work stopped at a boundary: its client went away, its deadline passed or the server
+    is shutting down (``reason`` says which); nothing was computed for it, retry if still wanted."""
+
+    error_type = "cancelled"
+
+    def __init__(self, message: str, *, reason: str = "cancelled") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class ConfigError(RagattnError):
     """A setting is missing or invalid."""
 
@@ -86,4 +97,5 @@ __all__ = [
     "OverloadedError",
     "RagattnError",
     "TokenizerError",
+    "WorkCancelledError",
 ]

@@ -40,11 +40,14 @@ class Limits:
         max_query_tokens: tokens of the query (or question).
         max_tokens_per_doc: tokens of one document; longer is refused unless the caller asks to
             truncate (then it is cut, with a warning).
+        max_request_tokens: tokens of the whole request (query plus every document after
+            truncation): the work one request may queue for the model.
     """
 
     max_documents: int = 1000
     max_query_tokens: int = 2048
     max_tokens_per_doc: int = 4096
+    max_request_tokens: int = 16_384
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -59,6 +62,7 @@ class Limits:
             max_documents=settings.max_documents,
             max_query_tokens=settings.max_query_tokens,
             max_tokens_per_doc=settings.max_tokens_per_doc,
+            max_request_tokens=settings.max_request_tokens,
         )
 
 
@@ -219,12 +223,15 @@ class LimitChecker:
         Args:
             query: the query or question.
             documents: the documents; ``None`` when the request has none (retrieve, ask).
-            truncate_to: the caller's own per-document token cap (truncates instead of refusing).
+            truncate_to: the caller's own per-document token cap: up to ``max_tokens_per_doc``
+                it truncates instead of refusing; above it, it changes nothing (a caller's cap
+                can lower the server's limit, never lift it).
             what: how the query is named in messages (``query`` or ``question``).
 
         Raises:
             InvalidInputError: no documents.
-            InputTooLargeError: too many documents, or a text longer than its limit can be.
+            InputTooLargeError: too many documents, a text longer than its limit can be, or
+                more tokens in all than ``max_request_tokens`` can be.
         """
         q_bound = self._chars_bound(self.limits.max_query_tokens)
         if q_bound is not None and len(query) > q_bound:
@@ -232,14 +239,30 @@ class LimitChecker:
         if documents is None:
             return
         self.check_count(len(documents))
-        if truncate_to is not None:
-            return  # long documents are cut, not refused
-        d_bound = self._chars_bound(self.limits.max_tokens_per_doc)
-        if d_bound is None:
+        per_token = self.tokens.max_token_chars
+        if per_token is None:
             return
-        for i, doc in enumerate(documents):
-            if len(doc.text) > d_bound:
-                raise self._document_too_large(i, f"more than {self.limits.max_tokens_per_doc}")
+        truncate_to = self._truncation(truncate_to)
+        if truncate_to is None:  # long documents are refused, not cut
+            d_bound = self.limits.max_tokens_per_doc * per_token
+            for i, doc in enumerate(documents):
+                if len(doc.text) > d_bound:
+                    raise self._document_too_large(i, f"more than {self.limits.max_tokens_per_doc}")
+        # Each document has at least ceil(chars / per_token) tokens (at most truncate_to once
+        # cut): a sum of lower bounds over the budget is over it whatever the exact count says.
+        cap = truncate_to if truncate_to is not None else self.limits.max_tokens_per_doc
+        floor = -(-len(query) // per_token)
+        for doc in documents:
+            floor += min(cap, -(-len(doc.text) // per_token))
+        if floor > self.limits.max_request_tokens:
+            raise self._request_too_large(f"at least {floor}")
+
+    def _truncation(self, truncate_to: int | None) -> int | None:
+        """The caller's cap if it truncates: only one up to the server's limit does (a larger one
+        would lift the limit; it is treated as no cap, so long documents are refused fast)."""
+        if truncate_to is None or truncate_to > self.limits.max_tokens_per_doc:
+            return None
+        return truncate_to
 
     def check_query(self, query: str, *, what: str = "query") -> int:
         """Tokens of ``query``; refuse it over ``max_query_tokens``."""
@@ -260,6 +283,7 @@ class LimitChecker:
             TokenizerError: the tokenizer cannot encode the input.
         """
         self.precheck(query, documents, truncate_to=truncate_to)
+        truncate_to = self._truncation(truncate_to)
         q_tokens = self.check_query(query)
         warnings: list[str] = []
         if truncate_to is None:
@@ -270,6 +294,9 @@ class LimitChecker:
         for i, n in enumerate(counts):
             if n > self.limits.max_tokens_per_doc:
                 raise self._document_too_large(i, str(n))
+        total = q_tokens + sum(counts)
+        if total > self.limits.max_request_tokens:
+            raise self._request_too_large(str(total))
         return CheckedInput(
             documents=tuple(docs),
             query_tokens=q_tokens,
@@ -321,7 +348,15 @@ class LimitChecker:
         return InputTooLargeError(
             f"documents[{index}] has {tokens} tokens; the limit is "
             f"{self.limits.max_tokens_per_doc} (RAGATTN_MAX_TOKENS_PER_DOC); "
-            "send max_tokens_per_doc to truncate instead"
+            f"send max_tokens_per_doc (at most {self.limits.max_tokens_per_doc}) to truncate "
+            "instead"
+        )
+
+    def _request_too_large(self, tokens: str) -> InputTooLargeError:
+        return InputTooLargeError(
+            f"the request has {tokens} tokens (query plus documents after truncation); the limit "
+            f"is {self.limits.max_request_tokens} per request (RAGATTN_MAX_REQUEST_TOKENS); "
+            "split it into smaller requests or send max_tokens_per_doc to truncate"
         )
 
 

@@ -58,6 +58,10 @@ class Settings:
     max_tokens_per_doc: int = 4096
     """Longest document in proxy tokens; longer is a 413 (a request's own, smaller
     ``max_tokens_per_doc`` truncates instead, reported in ``meta.warnings``)."""
+    max_request_tokens: int = 16_384
+    """Most proxy tokens in one request (query plus every document after truncation), checked
+    before the request is queued; more is a 413 ``input_too_large``. The default is about 45-60 s
+    of the slowest method (attention compression) on 2 CPU cores, within the default deadline."""
     max_body_bytes: int = 10_000_000
     """Largest request body in bytes; larger is a 413."""
     max_header_bytes: int = 16_384
@@ -205,6 +209,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "max_documents": _parse_int,
     "max_query_tokens": _parse_int,
     "max_tokens_per_doc": _parse_int,
+    "max_request_tokens": _parse_int,
     "max_body_bytes": _parse_int,
     "max_header_bytes": _parse_int,
     "body_timeout_s": _parse_float,
@@ -235,6 +240,7 @@ def _validate(s: Settings) -> None:
         "max_documents",
         "max_query_tokens",
         "max_tokens_per_doc",
+        "max_request_tokens",
         "max_body_bytes",
         "max_header_bytes",
         "cache_ttl_s",

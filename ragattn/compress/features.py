@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ragattn.attention import HeadSet, engine_for
+from ragattn.cancel import check_cancelled
 from ragattn.errors import ConfigError
 from ragattn.lexical import bm25_scores, dense_scores, words
 from ragattn.prompt import assemble, sentinel_pieces
@@ -131,6 +132,7 @@ def attention_block(
     out = np.zeros((len(units), n_heads * len(kinds)), dtype=np.float64)
     chunks = plan_chunks(proxy, documents, units, max_chunk_tokens)
     for chunk in chunks:
+        check_cancelled()  # a chunk boundary
         sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs), proxy.tokenizer)
         ctx = (built.document(0).tokens.start, built.document(len(sub_docs) - 1).tokens.end)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragattn.attention import HeadSet, engine_for
+from ragattn.cancel import check_cancelled
 from ragattn.compress.features import Unit, chunk_context, plan_chunks
 from ragattn.prompt import assemble, sentinel_pieces
 from ragattn.proxy import Proxy
@@ -68,6 +69,7 @@ def focal_scores(
     prefix = answer_prefix(query)
     chunks = plan_chunks(proxy, documents, units, max_chunk_tokens)
     for chunk in chunks:
+        check_cancelled()  # a chunk boundary
         sub_docs, offsets = chunk_context(documents, units, chunk)
         built = assemble(sentinel_pieces(query, sub_docs, answer_prefix=prefix), proxy.tokenizer)
         cap = engine.capture(built.input_ids, [len(built.input_ids) - 1], heads, reduce="mean")

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from ragattn.attention import Capture, HeadSet, engine_for
+from ragattn.cancel import check_cancelled
 from ragattn.errors import InvalidInputError
 from ragattn.lexical import sigmoid
 from ragattn.limits import cut_at_tokens
@@ -218,6 +219,7 @@ class WindowedAttention:
     def _window(
         self, query: str, docs: Sequence[Document], order: Sequence[int], heads: HeadSet
     ) -> WindowAttention:
+        check_cancelled()  # a window boundary
         family = self.proxy.chat_family
         pieces = rerank_pieces(
             query,
