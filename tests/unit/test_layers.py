@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "ragattn.attention": 2,
     "ragattn.demo": 2,
     "ragattn.embed": 2,
+    "ragattn.greedy": 2,
     "ragattn.limits": 2,
     "ragattn.prompt": 2,
     "ragattn.proxy": 2,
