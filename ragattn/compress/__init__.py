@@ -63,7 +63,8 @@ class Compressor:
         proxy: a loaded :class:`Proxy` or a name/path for :func:`load_proxy` (default SmolLM2-135M).
         method: one of :data:`METHODS` (default: the best measured, see :data:`DEFAULT_METHOD`),
             or a method's spec (the lab's baselines: :func:`ragattn.lab.registry.compress_spec`).
-        models_dir: where probe weights live (default: the packaged ``ragattn/models``).
+        models_dir: where probe weights live (default: the packaged assets, see
+            :func:`ragattn.assets.default_models_dir`).
         max_chunk_tokens: contexts longer than this many proxy tokens are read in sentence-aligned
             chunks (reported in ``warnings``).
         device: where the proxy runs: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
