@@ -41,7 +41,7 @@ HYDE_MAX_NEW_TOKENS = 32
 HYDE_WEIGHT = 0.25
 """Weight of the answer's cosine against the query's: raw = (cos_q + w cos_a) / (1 + w).
 
-Prompt, cap and weight were chosen on training lists only (``pipelines/fit_hyde_weight.py``:
+Prompt, cap and weight were chosen on training lists only (``studies/fit_hyde_weight.py``:
 HotpotQA, MuSiQue, 2Wiki and SciFact train, 50 lists each; BENCHMARKS.md §2). This prompt at 0.25
 had the best macro nDCG@10 (0.8166, MiniLM alone 0.8145); HyDE's own passage prompt ("Write a
 short passage that answers the question.", 48 tokens) peaked at 0.8158 and costs 1.5x the
