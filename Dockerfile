@@ -2,8 +2,9 @@
 # (with the learned assets as package data), not an editable checkout.
 FROM python:3.11-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml setup.py MANIFEST.in README.md LICENSE ./
 COPY ragattn ./ragattn
+COPY models ./models
 COPY api ./api
 RUN pip wheel --no-deps -w /dist .
 

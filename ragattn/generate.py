@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ragattn._optional import require
 from ragattn.errors import GeneratorError, InputTooLargeError, InvalidInputError
+from ragattn.greedy import greedy_complete
 from ragattn.proxy import DEFAULT_PROXY, Proxy, load_proxy
 
 logger = logging.getLogger(__name__)
@@ -156,45 +157,20 @@ class LocalGenerator:
         return self.chat(build_messages(question, context_passages))
 
     def chat(self, messages: Sequence[ChatMessage]) -> GeneratedAnswer:
-        """Greedy completion of ``messages`` rendered with the model's chat template."""
-        import torch
-
-        tok = self.proxy.tokenizer
-        prompt = tok.apply_chat_template(
+        """Greedy completion of ``messages`` rendered with the model's chat template
+        (:func:`~ragattn.greedy.greedy_complete`)."""
+        prompt = self.proxy.tokenizer.apply_chat_template(
             [m.to_dict() for m in messages], tokenize=False, add_generation_prompt=True
         )
-        ids = tok(prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
-        ids = ids.to(self.proxy.device)
-        n_prompt = int(ids.shape[1])
-        if n_prompt + self.max_new_tokens > self.proxy.max_positions:
-            raise InputTooLargeError(
-                f"the prompt has {n_prompt} tokens; with max_new_tokens={self.max_new_tokens} it "
-                f"exceeds the {self.proxy.max_positions} positions of {self.proxy.name}; "
-                "retrieve fewer passages or compress harder"
-            )
-        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        started = time.perf_counter()
-        with torch.inference_mode():
-            out = self.proxy.model.generate(
-                ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=self.max_new_tokens,
-                do_sample=False,
-                num_beams=1,
-                pad_token_id=pad,
-            )
-        seconds = time.perf_counter() - started
-        new = out[0, n_prompt:]
-        eos = tok.eos_token_id
-        completion = int(new.shape[0])
-        text = tok.decode(new, skip_special_tokens=True).strip()
-        if completion and eos is not None and int(new[-1]) == eos:
-            completion -= 1  # the end-of-turn token is not part of the answer
+        try:
+            done = greedy_complete(self.proxy, prompt, max_new_tokens=self.max_new_tokens)
+        except InputTooLargeError as exc:
+            raise InputTooLargeError(f"{exc}; retrieve fewer passages or compress harder") from exc
         return GeneratedAnswer(
-            text=text,
-            prompt_tokens=n_prompt,
-            completion_tokens=completion,
-            seconds=seconds,
+            text=done.text,
+            prompt_tokens=done.prompt_tokens,
+            completion_tokens=done.completion_tokens,
+            seconds=done.seconds,
             model=self.proxy.name,
         )
 

@@ -1,10 +1,11 @@
 """The method registry design shared by rerank and compress.
 
 Each scoring method is one frozen :class:`MethodSpec`: its name, a one-line description, what it
-needs (the proxy's forward pass, trained probe weights, the MiniLM embedder) and the factory that
-builds it. A :class:`MethodTable` holds the specs of one kind; the facades (``Reranker``,
-``Compressor``) read the needs to load only what a method uses, and every listing (CLI help,
-the unknown-method error, the service's ``/health``) reads the table, so a method is declared once.
+needs (the proxy's attention, the proxy's generation, trained probe weights, the MiniLM embedder)
+and the factory that builds it. A :class:`MethodTable` holds the specs of one kind; the facades
+(``Reranker``, ``Compressor``) read the needs to load only what a method uses, and every listing
+(CLI help, the unknown-method error, the service's OpenAPI enum) reads the table, so a method is
+declared once.
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ class MethodSpec(Generic[F]):
         name: the public name (``Reranker(method=name)``, ``RAGATTN_RERANK_METHOD``).
         factory: builds the method's scorer; its signature is fixed by the table's kind.
         description: one line for listings.
-        needs_proxy: runs the proxy LLM's forward pass (its weights are loaded only if so).
+        reads_attention: reads the proxy's attention (a capture forward of
+            :mod:`ragattn.attention`).
+        generates: writes text with the proxy (:func:`ragattn.greedy.greedy_complete`), e.g.
+            HyDE's hypothetical answer. The proxy's weights are loaded only for methods that read
+            its attention or generate (:attr:`runs_proxy`).
         needs_probe: reads trained probe weights (``models/<proxy>/<name>.npz``).
         needs_embedder: encodes text with the packaged MiniLM.
         needs_profile: reads a learned head or fusion profile (``models/<proxy>/*.json``).
@@ -39,17 +44,24 @@ class MethodSpec(Generic[F]):
     name: str
     factory: F
     description: str
-    needs_proxy: bool = True
+    reads_attention: bool = True
+    generates: bool = False
     needs_probe: bool = False
     needs_embedder: bool = False
     needs_profile: bool = False
     score_scale: str = ""
     order_free: bool = False
 
+    @property
+    def runs_proxy(self) -> bool:
+        """The method runs the proxy LLM (reads its attention or generates with it)."""
+        return self.reads_attention or self.generates
+
     def needs(self) -> tuple[str, ...]:
-        """The names of what the method needs, for listings (``("proxy", "probe")``)."""
+        """The names of what the method needs, for listings (``("attention", "probe")``)."""
         flags = (
-            ("proxy", self.needs_proxy),
+            ("attention", self.reads_attention),
+            ("generation", self.generates),
             ("probe", self.needs_probe),
             ("embedder", self.needs_embedder),
             ("profile", self.needs_profile),

@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 import torch
 
-from ragattn.attention import ATTN_IMPLEMENTATION, register_attention
 from ragattn.errors import ConfigError, InvalidInputError, ModelLoadError
+from ragattn.sdpa import ATTN_IMPLEMENTATION, register_attention
 
 logger = logging.getLogger(__name__)
 

@@ -14,12 +14,13 @@ from typer.core import TyperCommand
 Kind = Literal["rerank", "compress"]
 
 
-def method_listing(kinds: tuple[Kind, ...]) -> str:
-    """One paragraph per kind: ``<kind> methods:`` then ``name: description (needs ...)`` lines."""
-    return "\n\n".join(_listing(kind) for kind in kinds)
+def method_listing(kinds: tuple[Kind, ...], *, lab: bool = False) -> str:
+    """One paragraph per kind: ``<kind> methods:`` then ``name: description (needs ...)`` lines;
+    with ``lab``, a second paragraph per kind lists the lab's variants (``ragattn eval``)."""
+    return "\n\n".join(_listing(kind, lab) for kind in kinds)
 
 
-def _listing(kind: Kind) -> str:
+def _listing(kind: Kind, lab: bool) -> str:
     if kind == "rerank":
         from ragattn.rerank import registry as rerank
 
@@ -28,16 +29,23 @@ def _listing(kind: Kind) -> str:
         from ragattn.compress import registry as compress
 
         default, lines = compress.DEFAULT_METHOD, compress.METHODS.describe()
-    return f"{kind} methods (default {default}):\n{lines}"
+    text = f"{kind} methods (default {default}):\n{lines}"
+    if lab:
+        from ragattn.lab.registry import COMPRESS_VARIANTS, RERANK_VARIANTS
+
+        variants = RERANK_VARIANTS if kind == "rerank" else COMPRESS_VARIANTS
+        text += f"\n\n{kind} lab methods (variants and ablations):\n{variants.describe()}"
+    return text
 
 
-def listing_methods(*kinds: Kind) -> type[TyperCommand]:
-    """A Typer command class whose ``--help`` ends with the registries of ``kinds``."""
+def listing_methods(*kinds: Kind, lab: bool = False) -> type[TyperCommand]:
+    """A Typer command class whose ``--help`` ends with the registries of ``kinds`` (and, with
+    ``lab``, the lab's variants)."""
 
     class _ListingCommand(TyperCommand):
         def format_help(self, ctx: Any, formatter: Any) -> Any:
             if not getattr(self, "_methods_listed", False):
-                self.help = f"{self.help or ''}\n\n{method_listing(kinds)}"
+                self.help = f"{self.help or ''}\n\n{method_listing(kinds, lab=lab)}"
                 self._methods_listed = True
             return super().format_help(ctx, formatter)
 

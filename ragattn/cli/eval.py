@@ -22,7 +22,7 @@ def _methods(value: str) -> list[str]:
     return [m.strip() for m in value.split(",") if m.strip()]
 
 
-@eval_app.command("rerank", cls=listing_methods("rerank"))
+@eval_app.command("rerank", cls=listing_methods("rerank", lab=True))
 def eval_rerank(
     candidates: Path | None = typer.Option(
         None, help="JSONL of queries with first-stage candidates (DL19 format)."
@@ -36,7 +36,8 @@ def eval_rerank(
     limit: int | None = typer.Option(None, help="Evaluate only the first N queries."),
     method: str = typer.Option(
         "bm25,minilm,icr,icr-middle,icr-middle-reattn",
-        help="Comma-separated systems: bm25 (first stage), minilm, rerank methods (above), or "
+        help="Comma-separated systems: bm25 (first stage), minilm, rerank methods (above, runtime "
+        "and lab), or "
         "compress:<method> (a document's score is its best sentence's keep probability under "
         "that compress probe: the one-pass score of rerank_and_compress).",
     ),
@@ -90,20 +91,21 @@ def eval_rerank(
         elif name.startswith("compress:"):
             from ragattn.compress import Compressor
             from ragattn.lab.evaluation.systems import CompressorRankSystem
+            from ragattn.lab.registry import compress_spec
             from ragattn.proxy import load_proxy
 
             loaded = loaded or load_proxy(proxy, threads=threads)
-            rankers[name] = CompressorRankSystem(
-                Compressor(loaded, method=name.split(":", 1)[1]), seed=13
-            )
+            spec = compress_spec(name.split(":", 1)[1])
+            rankers[name] = CompressorRankSystem(Compressor(loaded, method=spec), seed=13)
         else:
             from ragattn.lab.evaluation.systems import RerankerSystem
+            from ragattn.lab.registry import rerank_spec
             from ragattn.proxy import load_proxy
             from ragattn.rerank import Reranker
 
             loaded = loaded or load_proxy(proxy, threads=threads)
             rankers[name] = RerankerSystem(
-                Reranker(loaded, method=name, memo=memo), first_stage=first_stage
+                Reranker(loaded, method=rerank_spec(name), memo=memo), first_stage=first_stage
             )
     report = harness.evaluate_rerank(queries, judged, rankers)
     typer.echo(f"{len(queries)} queries, top {top_k}\n" + report.to_markdown())

@@ -21,11 +21,13 @@ from ragattn.compress.registry import (
     DEFAULT_METHOD,
     METHODS,
     PROBE_METHODS,
+    CompressSpec,
     ScorerInputs,
     probe_path,
 )
 from ragattn.contract import CompressVerbs, VerbArgs
 from ragattn.errors import InvalidInputError, ModelLoadError
+from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
 from ragattn.sentences import split_sentences
 from ragattn.types import (
@@ -60,8 +62,10 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
 
     Args:
         proxy: a loaded :class:`Proxy` or a name/path for :func:`load_proxy` (default SmolLM2-135M).
-        method: one of :data:`METHODS` (default: the best measured, see :data:`DEFAULT_METHOD`).
-        models_dir: where probe weights live (default: the packaged ``ragattn/models``).
+        method: one of :data:`METHODS` (default: the best measured, see :data:`DEFAULT_METHOD`),
+            or a method's spec (the lab's baselines: :func:`ragattn.lab.registry.compress_spec`).
+        models_dir: where probe weights live (default: the packaged assets, see
+            :func:`ragattn.assets.default_models_dir`).
         max_chunk_tokens: contexts longer than this many proxy tokens are read in sentence-aligned
             chunks (reported in ``warnings``).
         device: where the proxy runs: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
@@ -81,20 +85,20 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         self,
         proxy: str | Proxy = DEFAULT_PROXY,
         *,
-        method: str = DEFAULT_METHOD,
+        method: str | CompressSpec = DEFAULT_METHOD,
         models_dir: str | Path | None = None,
         max_chunk_tokens: int = 2048,
         device: str = "auto",
         dtype: str = "auto",
         threads: int | None = None,
     ) -> None:
-        self.spec = METHODS.spec(method)
-        self.method = method
+        self.spec = method if isinstance(method, MethodSpec) else METHODS.spec(method)
+        self.method = self.spec.name
         self.max_chunk_tokens = max_chunk_tokens
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
         self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
-        if self.spec.needs_proxy:
+        if self.spec.runs_proxy:
             self._proxy.get()
         else:
             self._proxy.apply_threads()

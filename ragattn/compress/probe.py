@@ -128,7 +128,7 @@ class Trees:
 
 INTERCHANGEABLE_DTYPES = frozenset({"float32", "bfloat16"})
 """Weights' dtypes whose attention features a probe fitted on either may read. Measured with
-``pipelines/bench_precision.py`` (BENCHMARKS.md §3): the float32-fitted default probe keeps exactly
+``studies/bench_precision.py`` (BENCHMARKS.md §3): the float32-fitted default probe keeps exactly
 the same sentences on bf16 features (kept@20 % 1.00 on the 2,152-token benchmark context, the same
 recall on 20 HotpotQA and 40 SQuAD questions). int8 dynamic quantisation changes them (kept@20 %
 0.69, SQuAD recall 0.913 -> 0.763), so int8 features stay refused."""

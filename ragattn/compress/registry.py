@@ -5,7 +5,8 @@
 - ``fused``: the same attention features + BM25 + MiniLM + position/length.
 - ``lexical``: the same probe recipe without any attention feature (no proxy forward).
 - ``focal``: AttentionRAG's answer-prefix focal token, untrained.
-- ``attention-raw``: last-token context share averaged over all heads, untrained (a baseline).
+
+The untrained ``attention-raw`` baseline is a lab method (:mod:`ragattn.lab.registry`).
 
 Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
 """
@@ -20,7 +21,7 @@ from types import MappingProxyType
 from ragattn.assets import proxy_slug
 from ragattn.compress.features import FeatureSet
 from ragattn.compress.probe import Probe
-from ragattn.compress.scorers import FocalScorer, ProbeScorer, RawAttentionScorer, UnitScorer
+from ragattn.compress.scorers import FocalScorer, ProbeScorer, UnitScorer
 from ragattn.errors import ConfigError
 from ragattn.methods import MethodSpec, MethodTable
 from ragattn.proxy import Proxy
@@ -80,7 +81,7 @@ def _probe(name: str, description: str) -> CompressSpec:
         name=name,
         factory=build,
         description=description,
-        needs_proxy=features.attention,
+        reads_attention=features.attention,
         needs_probe=True,
         needs_embedder=features.dense,
     )
@@ -88,12 +89,6 @@ def _probe(name: str, description: str) -> CompressSpec:
 
 def _focal(inputs: ScorerInputs) -> UnitScorer:
     return FocalScorer(inputs.loaded_proxy("focal"), max_chunk_tokens=inputs.max_chunk_tokens)
-
-
-def _attention_raw(inputs: ScorerInputs) -> UnitScorer:
-    return RawAttentionScorer(
-        inputs.loaded_proxy("attention-raw"), max_chunk_tokens=inputs.max_chunk_tokens
-    )
 
 
 METHODS: MethodTable[UnitScorerFactory] = MethodTable(
@@ -105,22 +100,16 @@ METHODS: MethodTable[UnitScorerFactory] = MethodTable(
         MethodSpec(
             name="focal", factory=_focal, description="AttentionRAG focal answer-prefix token"
         ),
-        MethodSpec(
-            name="attention-raw",
-            factory=_attention_raw,
-            description="mean last-token context share over all heads (untrained)",
-        ),
     ],
 )
 """Compress methods by name (iterated in name order)."""
 
 DEFAULT_METHOD = "sentinel"
-"""The best measured method on the mean recall of the four shared evaluation sets (BENCHMARKS.md §3,
-probes trained on 1,802 questions, every head of every layer read separately): sentinel 0.693
-(2Wiki-200 0.642, HotpotQA-52 0.724, SciFact 0.555, SQuAD 0.850) against fused 0.684 and lexical
-0.638. It reads the proxy's attention only (all 30 layers' query-span rows, no BM25 or MiniLM),
-so it costs one proxy forward and no sentence embedding: ``method="lexical"`` is the fast option
-without attention."""
+"""The best measured method on the mean recall of the four shared evaluation sets (BENCHMARKS.md §3;
+how its probe was trained, and on what, is in the proxy's model card, ``models/<proxy>/README.md``).
+It reads the proxy's attention only (every layer's query-span rows, no BM25 or MiniLM), so it
+costs one proxy forward and no sentence embedding: ``method="lexical"`` is the fast option without
+attention."""
 
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragattn.compress.features import FeatureSet, Unit, attention_block, sentence_features
+from ragattn.compress.features import FeatureSet, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
 from ragattn.compress.probe import Probe
 from ragattn.proxy import Proxy
@@ -84,22 +84,4 @@ class FocalScorer:
         )
 
 
-class RawAttentionScorer:
-    """Untrained baseline: ``sigmoid`` of the mean over all heads of the last token's log context
-    share (the Sentinel attention features without a probe)."""
-
-    def __init__(self, proxy: Proxy, *, max_chunk_tokens: int) -> None:
-        self.proxy = proxy
-        self.max_chunk_tokens = max_chunk_tokens
-
-    def score(
-        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
-    ) -> tuple[np.ndarray, int]:
-        block, _, chunks = attention_block(
-            self.proxy, query, documents, units, max_chunk_tokens=self.max_chunk_tokens
-        )
-        mean = block.mean(axis=1)
-        return 1.0 / (1.0 + np.exp(-mean)), chunks
-
-
-__all__ = ["FocalScorer", "ProbeScorer", "RawAttentionScorer", "UnitScorer"]
+__all__ = ["FocalScorer", "ProbeScorer", "UnitScorer"]

@@ -41,11 +41,6 @@ class Engine:
       config, opened per call (an httpx connection pool belongs to one event loop).
     - :class:`~ragattn.client.AsyncClient`: awaited as is; sync calls use one :class:`Client` with
       the same config, built on first use.
-
-    Twins are built from the config only: a custom httpx ``transport`` is not carried over.
-    Result warnings (truncations, window splits) are logged here, since framework documents have
-    no place for them.
-
     - ``None``: the in-process default (:func:`default_reranker` / :func:`default_compressor`),
       created on the first call and shared by every adapter of the process, as LangChain users
       expect of ``CohereRerank()`` or ``FlashrankRerank()``.

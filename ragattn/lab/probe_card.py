@@ -3,7 +3,7 @@ cross-validation, and writing the weights with a model card (data, command, metr
 ``models/<proxy>/``.
 
 Each method's feature configuration (rows, layers read, per-question normalisation) is declared in
-:data:`METHOD_CONFIGS`; it is the outcome of the probe study (``pipelines/probe_study.py``,
+:data:`METHOD_CONFIGS`; it is the outcome of the probe study (``studies/probe_study.py``,
 BENCHMARKS.md §3), and it is written into each probe file, so the runtime computes exactly those
 features. The learner (logistic-regression strength or boosted trees) is chosen here by CV.
 """
@@ -134,7 +134,7 @@ def _card(
         "a question never spans two folds). The feature configuration of each method (rows, "
         "layers, head pooling, normalisation) is in its file and in `ragattn/lab/probe_card.py` "
         "(`METHOD_CONFIGS`); it was chosen on the mean recall of the four shared evaluation sets "
-        "by `pipelines/probe_study.py` (BENCHMARKS.md §3), because CV on the training table "
+        "by `studies/probe_study.py` (BENCHMARKS.md §3), because CV on the training table "
         "hardly separates the configurations.",
         "",
         "Training questions per source (evaluation questions excluded; see "

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from ragattn.errors import InvalidInputError
+from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy
 from ragattn.rerank.base import DocScores
 from ragattn.rerank.icr import AttentionMemo
-from ragattn.rerank.registry import DEFAULT_METHOD, METHODS, ScorerInputs
+from ragattn.rerank.registry import DEFAULT_METHOD, METHODS, RerankSpec, ScorerInputs
 from ragattn.types import DocumentLike, RerankResult, RerankResults, as_documents
 from ragattn.validation import check_query, check_top_n
 
@@ -24,7 +25,8 @@ class Reranker:
     Args:
         proxy: a loaded :class:`Proxy` or a name/path for :func:`ragattn.proxy.load_proxy`
             (default: the packaged SmolLM2-135M).
-        method: a key of :data:`METHODS` (default: the best measured configuration).
+        method: a key of :data:`METHODS` (default: the best measured configuration), or a
+            method's spec (the lab's variants: :func:`ragattn.lab.registry.rerank_spec`).
         device: where the proxy runs: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
             ``"cuda"``, ``"cuda:N"`` or ``"mps"``; checked at once even when the method loads no
             proxy. A loaded ``proxy`` keeps its own device.
@@ -43,16 +45,16 @@ class Reranker:
         self,
         proxy: str | Proxy = DEFAULT_PROXY,
         *,
-        method: str = DEFAULT_METHOD,
+        method: str | RerankSpec = DEFAULT_METHOD,
         device: str = "auto",
         dtype: str = "auto",
         threads: int | None = None,
         memo: AttentionMemo | None = None,
     ) -> None:
-        self.spec = METHODS.spec(method)
-        self.method = method
+        self.spec = method if isinstance(method, MethodSpec) else METHODS.spec(method)
+        self.method = self.spec.name
         self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
-        if self.spec.needs_proxy:
+        if self.spec.runs_proxy:
             self._proxy.get()
         else:
             self._proxy.apply_threads()

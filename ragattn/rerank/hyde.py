@@ -22,8 +22,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
-import torch
 
+from ragattn.errors import InputTooLargeError
+from ragattn.greedy import greedy_complete
 from ragattn.lexical import dense_scores
 from ragattn.prompt import CHAT_WRAPPERS
 from ragattn.proxy import Proxy
@@ -40,7 +41,7 @@ HYDE_MAX_NEW_TOKENS = 32
 HYDE_WEIGHT = 0.25
 """Weight of the answer's cosine against the query's: raw = (cos_q + w cos_a) / (1 + w).
 
-Prompt, cap and weight were chosen on training lists only (``pipelines/fit_hyde_weight.py``:
+Prompt, cap and weight were chosen on training lists only (``studies/fit_hyde_weight.py``:
 HotpotQA, MuSiQue, 2Wiki and SciFact train, 50 lists each; BENCHMARKS.md §2). This prompt at 0.25
 had the best macro nDCG@10 (0.8166, MiniLM alone 0.8145); HyDE's own passage prompt ("Write a
 short passage that answers the question.", 48 tokens) peaked at 0.8158 and costs 1.5x the
@@ -94,28 +95,13 @@ class HypotheticalAnswers:
                 self._cache.popitem(last=False)
         return answer
 
-    @torch.inference_mode()
     def _generate(self, query: str) -> str:
-        tokenizer = self.proxy.tokenizer
-        encoded = tokenizer(self.prompt(query), return_tensors="pt", add_special_tokens=False)
-        ids = encoded["input_ids"].to(self.proxy.device)
-        mask = encoded["attention_mask"].to(self.proxy.device)
-        limit = getattr(self.proxy.config, "max_position_embeddings", None)
-        if limit is not None and ids.shape[1] + self.max_new_tokens > int(limit):
+        try:
+            prompt = self.prompt(query)
+            done = greedy_complete(self.proxy, prompt, max_new_tokens=self.max_new_tokens)
+        except InputTooLargeError:
             return ""  # the query does not fit the proxy's context: no answer, the scorer says so
-        pad = tokenizer.pad_token_id
-        if pad is None:
-            pad = tokenizer.eos_token_id
-        out = self.proxy.model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            max_new_tokens=self.max_new_tokens,
-            do_sample=False,
-            num_beams=1,
-            pad_token_id=pad,
-        )
-        text: str = tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
-        return text.strip()
+        return done.text
 
 
 class HydeScorer:

@@ -4,7 +4,8 @@ A factory receives :class:`ScorerInputs` and builds the method's scorer. Methods
 attention get the loaded proxy and the shared :class:`~ragattn.rerank.icr.AttentionMemo` (so an
 evaluation of several methods on the same lists costs one forward pass); ``minilm`` and
 ``fused-no-attention`` need no proxy, and the :class:`~ragattn.rerank.Reranker` loads none for them;
-``minilm-hyde`` (the default) runs the proxy only to write one answer per query.
+``minilm-hyde`` reads no attention and runs the proxy only to write one answer per query
+(``generates``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ HYDE_SCALE = (
 )
 
 
-def _icr(
+def icr_spec(
     name: str,
     description: str,
     *,
@@ -78,7 +79,10 @@ def _icr(
     docs_per_window: int | None = None,
     orders: int = 1,
 ) -> RerankSpec:
-    """An ICR variant; ``reattn`` adds ReAttn's IDF weights and entropy term (lambda 0.5)."""
+    """An ICR method; ``reattn`` adds ReAttn's IDF weights and entropy term (lambda 0.5).
+
+    The lab registry (:mod:`ragattn.lab.registry`) builds its prompt-design variants with it.
+    """
 
     def build(inputs: ScorerInputs) -> Scorer:
         proxy = inputs.loaded_proxy(name)
@@ -128,30 +132,12 @@ def _minilm_hyde(inputs: ScorerInputs) -> Scorer:
 METHODS: MethodTable[ScorerFactory] = MethodTable(
     "rerank",
     [
-        _icr("icr", "ICR over all full-attention heads, N/A-calibrated"),
-        _icr("icr-uncalibrated", "ICR over all heads without the N/A twin", calibrate=False),
-        _icr("icr-middle", "ICR over the middle layers' heads", heads="middle"),
-        _icr(
-            "icr-middle-reattn",
-            "ICR over the middle layers with ReAttn re-weighting",
-            heads="middle",
-            reattn=True,
-        ),
-        _icr("icr-two-orders", "ICR averaged over two document orders", orders=2),
-        _icr("icr-query-first", "ICR with the query also stated first", query_first=True),
-        _icr("icr-pointwise", "ICR with one document per forward", docs_per_window=1),
-        _icr("qrhead", "ICR over the QRHead heads of the rerank profile", heads="qrhead"),
-        _icr(
+        icr_spec("icr", "ICR over all full-attention heads, N/A-calibrated"),
+        icr_spec("qrhead", "ICR over the QRHead heads of the rerank profile", heads="qrhead"),
+        icr_spec(
             "qrhead-reattn",
             "QRHead heads with ReAttn re-weighting",
             heads="qrhead",
-            reattn=True,
-        ),
-        _icr("icr-retrieval", "ICR over Wu et al. retrieval heads", heads="retrieval"),
-        _icr(
-            "icr-retrieval-reattn",
-            "retrieval heads with ReAttn re-weighting",
-            heads="retrieval",
             reattn=True,
         ),
         MethodSpec(
@@ -166,7 +152,7 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
             name="minilm",
             factory=_minilm,
             description="MiniLM cosine of query and document",
-            needs_proxy=False,
+            reads_attention=False,
             needs_embedder=True,
             score_scale=MINILM_SCALE,
             order_free=True,
@@ -175,6 +161,8 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
             name="minilm-hyde",
             factory=_minilm_hyde,
             description="MiniLM cosine with the query and with the proxy's one-sentence answer",
+            reads_attention=False,
+            generates=True,
             needs_embedder=True,
             score_scale=HYDE_SCALE,
             order_free=True,
@@ -183,7 +171,7 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
             name="fused-no-attention",
             factory=_fused_no_attention,
             description="learned fusion of BM25, MiniLM (+ first-stage rank when given)",
-            needs_proxy=False,
+            reads_attention=False,
             needs_embedder=True,
             needs_profile=True,
             score_scale=FUSION_SCALE,
@@ -195,13 +183,19 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
 
 DEFAULT_METHOD = "minilm-hyde"
 """The best measured *order-free* configuration: nothing in the request but the query and the
-documents, as Cohere's API and LangChain's compressors promise (BENCHMARKS.md §2). It is the only
-method measured right on every obvious case (136/136, MiniLM alone 128/136), and on the held-out
-sets it is level with MiniLM: DL19 top-20 0.5956 vs 0.5932, mean nDCG@10 of DL19 and SciFact
-top-100 0.6546 vs 0.6544. Its price is one greedy generation of the proxy per query: 3.1 s against
-MiniLM's 1.2 s per call for 20 uncached DL19 passages on 2 CPU cores (BENCHMARKS.md §2);
+documents, as Cohere's API and LangChain's compressors promise. Its scores on the held-out sets,
+the obvious cases and its cost per call against ``minilm`` are in BENCHMARKS.md §2 and the proxy's
+model card (``models/<proxy>/README.md``). It runs one greedy generation of the proxy per query;
 ``method="minilm"`` needs no proxy. With a real first stage, ``first_stage_order=`` and
-``method="fused-no-attention"`` give 0.6564."""
+``method="fused-no-attention"`` use the first stage's ranking."""
 
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "RerankSpec", "ScorerFactory", "ScorerInputs"]
+__all__ = [
+    "DEFAULT_METHOD",
+    "METHODS",
+    "HeadChoice",
+    "RerankSpec",
+    "ScorerFactory",
+    "ScorerInputs",
+    "icr_spec",
+]

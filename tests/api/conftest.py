@@ -1,5 +1,5 @@
-"""API fixtures: one real reranker with the default method per test session (the compressor is
-the session's focal one from tests/conftest.py).
+"""API fixtures: one real reranker and one real compressor with the default methods per test
+session (the library's defaults, whatever they are: the service's tests follow them).
 
 Apps are built per test with their own settings but share the loaded engine, so each test runs
 the real lifespan (cache, worker, fingerprint) without reloading the proxy.
@@ -24,6 +24,14 @@ def reranker(proxy: Any) -> Any:
     from ragattn import Reranker
 
     return Reranker(proxy)
+
+
+@pytest.fixture(scope="session")
+def compressor(proxy: Any) -> Any:
+    """The default compressor; overrides the unit tests' untrained ``focal`` one."""
+    from ragattn import Compressor
+
+    return Compressor(proxy)
 
 
 @pytest.fixture

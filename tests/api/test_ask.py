@@ -1,4 +1,4 @@
-"""``POST /v1/ask`` over a small BM25 index: the real pipeline (proxy rerank, focal compression,
+"""``POST /v1/ask`` over a small BM25 index: the real pipeline (default rerank and compression,
 local 135M generator) behind the service's worker and cache."""
 
 from __future__ import annotations

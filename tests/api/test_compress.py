@@ -1,4 +1,5 @@
-"""``POST /v1/compress`` over HTTP against the real compressor (untrained ``focal`` method)."""
+"""``POST /v1/compress`` over HTTP against the real compressor (the default method; ``focal`` where
+a request names one)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
+
+from ragattn.compress import DEFAULT_METHOD
 
 pytestmark = pytest.mark.anyio
 
@@ -26,9 +29,7 @@ def _needs_compressor(compressor: Any) -> None:
 async def test_compress_matches_the_library(
     client: AsyncTestClient[Litestar], compressor: Any
 ) -> None:
-    resp = await client.post(
-        "/v1/compress", json={"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": "focal"}
-    )
+    resp = await client.post("/v1/compress", json={"query": QUERY, "documents": DOCS, "ratio": 0.5})
     assert resp.status_code == 200, resp.text
     body = resp.json()
     expected = compressor.compress(QUERY, DOCS, ratio=0.5)
@@ -36,7 +37,7 @@ async def test_compress_matches_the_library(
     assert body["origin_tokens"] == expected.origin_tokens
     assert body["compressed_tokens"] == expected.compressed_tokens
     assert isinstance(body["ratio"], float) and 0 < body["ratio"] <= 1
-    assert body["method"] == "focal"
+    assert body["method"] == DEFAULT_METHOD == compressor.method
     assert [d["index"] for d in body["documents"]] == [0, 1]
     for doc in body["documents"]:
         source = DOCS[doc["index"]]

@@ -123,7 +123,7 @@ async def test_overload_is_a_fast_429_and_admitted_requests_finish(
     for resp, seconds in excess:
         assert resp.status_code == 429 and resp.json()["error_type"] == "overloaded"
         assert int(resp.headers["retry-after"]) >= 1
-        # Generous bound for a shared 2-core CI box; pipelines/soak.py measures the real figure.
+        # Generous bound for a shared 2-core CI box; studies/soak.py measures the real figure.
         assert seconds < 2.0
     assert [r.status_code for r in done] == [200, 200]
     assert gated.calls == 2

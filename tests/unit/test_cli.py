@@ -59,9 +59,13 @@ def test_method_help_reads_the_registries() -> None:
     ask = " ".join(runner.invoke(app, ["ask", "--help"]).output.split())
     assert all(f"{name}: {spec.description}" in rerank for name, spec in RERANK.items())
     assert all(f"{name}: {spec.description}" in ask for name, spec in COMPRESS.items())
+    from ragattn.lab.registry import RERANK_VARIANTS
     from ragattn.rerank import DEFAULT_METHOD
 
     assert f"rerank methods (default {DEFAULT_METHOD})" in ask
+    # eval reaches the lab's variants by name and lists them; the service's commands do not
+    assert all(f"{name}: {spec.description}" in rerank for name, spec in RERANK_VARIANTS.items())
+    assert not any(f"{name}: " in ask for name in RERANK_VARIANTS)
 
 
 def test_serve_is_the_services_command_found_by_entry_point() -> None:

@@ -10,6 +10,7 @@ import pytest
 from ragattn.compress import Compressor
 from ragattn.compress.budget import Budget, select
 from ragattn.errors import InvalidInputError
+from ragattn.lab.registry import compress_spec
 
 QUERY = "When was the Eiffel Tower completed?"
 DOCS = [
@@ -61,7 +62,7 @@ def assert_exact_substrings(result, docs):
 
 @pytest.mark.parametrize("method", ["focal", "attention-raw"])
 def test_ratio_budget_exact_substrings_in_order(proxy, method):
-    result = Compressor(proxy, method=method).compress(QUERY, DOCS, ratio=0.3)
+    result = Compressor(proxy, method=compress_spec(method)).compress(QUERY, DOCS, ratio=0.3)
     assert_exact_substrings(result, DOCS)
     assert result.compressed_tokens <= math.floor(0.3 * result.origin_tokens)
     assert result.ratio == pytest.approx(result.compressed_tokens / result.origin_tokens)
@@ -225,7 +226,7 @@ def test_lexical_loads_only_the_tokenizer_and_counts_as_the_proxy_does(proxy, mo
     import ragattn.proxy
     from ragattn.compress import METHODS
 
-    assert not METHODS["lexical"].needs_proxy and METHODS["lexical"].needs_probe
+    assert not METHODS["lexical"].runs_proxy and METHODS["lexical"].needs_probe
     calls: list[str] = []
     monkeypatch.setattr(ragattn.proxy, "load_proxy", lambda name, **kw: calls.append(name))
     light = Compressor("smollm2-135m", method="lexical").compress(QUERY, DOCS, ratio=0.34)
@@ -243,8 +244,9 @@ def test_lexical_loads_only_the_tokenizer_and_counts_as_the_proxy_does(proxy, mo
 def test_compress_registry_lists_methods_and_needs():
     from ragattn.compress import DEFAULT_METHOD, METHODS, PROBE_METHODS
 
-    assert list(METHODS) == ["attention-raw", "focal", "fused", "lexical", "sentinel"]
+    assert list(METHODS) == ["focal", "fused", "lexical", "sentinel"]
     assert DEFAULT_METHOD in METHODS and set(PROBE_METHODS) == {"fused", "lexical", "sentinel"}
     assert [n for n, s in METHODS.items() if s.needs_probe] == ["fused", "lexical", "sentinel"]
-    assert [n for n, s in METHODS.items() if not s.needs_proxy] == ["lexical"]
-    assert METHODS["sentinel"].needs() == ("proxy", "probe")
+    assert [n for n, s in METHODS.items() if not s.reads_attention] == ["lexical"]
+    assert not any(s.generates for s in METHODS.values())
+    assert METHODS["sentinel"].needs() == ("attention", "probe")

@@ -45,3 +45,14 @@ def test_the_weights_digest_sees_one_changed_value() -> None:
         fresh.weight.copy_(other.weight)
         fresh.bias.copy_(other.bias)
     assert weights_digest(fresh) != before
+
+
+def test_the_fingerprint_hashes_scoring_code_and_assets_not_the_lab() -> None:
+    from ragattn.fingerprint import result_files
+
+    names = [name for name, _ in result_files()]
+    assert "ragattn/rerank/icr.py" in names and "ragattn/compress/probe.py" in names
+    assert any(name.endswith("smollm2-135m/sentinel.npz") for name in names)
+    left_out = ("ragattn/lab/", "ragattn/cli/", "ragattn/batch/", "ragattn/integrations/")
+    assert not [name for name in names if name.startswith(left_out)]
+    assert "ragattn/client.py" not in names

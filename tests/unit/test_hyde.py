@@ -85,7 +85,8 @@ def test_a_negative_weight_is_refused(proxy) -> None:
 
 def test_the_method_is_registered_order_free_and_ranks(proxy) -> None:
     spec = METHODS["minilm-hyde"]
-    assert spec.order_free and spec.needs_proxy and spec.needs_embedder
+    assert spec.order_free and spec.generates and spec.needs_embedder
+    assert not spec.reads_attention
     assert HYDE_WEIGHT > 0 and f"+ {HYDE_WEIGHT} x cosine" in spec.score_scale
     ranked = Reranker(proxy, method="minilm-hyde").rerank(QUERY, DOCS)
     assert ranked[0].index == 3 and ranked.method == "minilm-hyde"

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from ragattn.errors import InvalidInputError
+from ragattn.lab.registry import rerank_spec
 from ragattn.rerank import Reranker
 from ragattn.rerank.icr import entropy_weight, masked_sum, plan_windows, reattn_weights
 from ragattn.types import Document
@@ -42,7 +43,7 @@ def test_relevant_document_wins_in_any_slot(reranker):
 
 def test_calibration_changes_scores(proxy, reranker):
     calibrated = reranker.score(QUERY, DOCS).raw
-    raw = Reranker(proxy, method="icr-uncalibrated").score(QUERY, DOCS).raw
+    raw = Reranker(proxy, method=rerank_spec("icr-uncalibrated")).score(QUERY, DOCS).raw
     assert not np.allclose(calibrated, raw)
     assert raw.min() > 0  # uncalibrated attention mass is positive; calibration subtracts a prior
     assert calibrated.min() < raw.min()
@@ -64,7 +65,7 @@ def test_ties_keep_input_order(proxy, method):
     query = "Which is the longest river in Africa?"
     nile = "The Nile is the longest river in Africa."
     docs = [nile, "Bananas grow in tropical climates.", nile, nile]
-    reranker = Reranker(proxy, method=method)
+    reranker = Reranker(proxy, method=rerank_spec(method))
     for order in (None, [3, 2, 1, 0]):
         raw = reranker.score(query, docs, first_stage_order=order).raw
         assert raw[0] == raw[2] == raw[3] > raw[1]  # a real tie, above the distractor
@@ -181,12 +182,12 @@ def test_query_first_prompt_states_the_query_before_the_documents(proxy):
     last_doc = max(real.document(i).tokens.end for i in range(4))
     assert shared_prefix_length(real, twin) >= last_doc
     assert sum(p.kind is Kind.QUERY for p in pieces) == 1
-    result = Reranker(proxy, method="icr-query-first").rerank(QUERY, DOCS)
+    result = Reranker(proxy, method=rerank_spec("icr-query-first")).rerank(QUERY, DOCS)
     assert result[0].index == 2
 
 
 def test_pointwise_scores_each_document_in_its_own_window(proxy):
-    result = Reranker(proxy, method="icr-pointwise").rerank(QUERY, DOCS)
+    result = Reranker(proxy, method=rerank_spec("icr-pointwise")).rerank(QUERY, DOCS)
     assert result.windows == len(DOCS)
     assert sorted(r.index for r in result) == [0, 1, 2, 3]
     assert all(np.isfinite(r.raw_score) for r in result)
@@ -207,7 +208,7 @@ def test_int8_proxy_keeps_the_ranking_of_a_clear_case():
     quantized = load_proxy("smollm2-135m", quantize="int8")
     linear = [m for m in quantized.model.modules() if type(m).__name__ == "Linear"]
     assert not any(type(m).__module__.startswith("torch.nn.modules") for m in linear)
-    result = Reranker(quantized, method="icr-middle").rerank(QUERY, DOCS)
+    result = Reranker(quantized, method=rerank_spec("icr-middle")).rerank(QUERY, DOCS)
     assert result[0].index == 2
     with pytest.raises(ConfigError, match="quantize"):
         load_proxy("smollm2-135m", quantize="int4")
@@ -236,7 +237,7 @@ def counted_loads(proxy, monkeypatch):
 def test_proxy_free_methods_load_no_proxy_until_it_is_read(proxy, counted_loads, method):
     from ragattn.rerank import METHODS
 
-    assert not METHODS[method].needs_proxy and METHODS[method].needs_embedder
+    assert not METHODS[method].runs_proxy and METHODS[method].needs_embedder
     reranker = Reranker("smollm2-135m", method=method)
     results = reranker.rerank(QUERY, DOCS)
     assert counted_loads == [] and reranker.proxy_name == "smollm2-135m"
@@ -250,7 +251,7 @@ def test_proxy_free_methods_load_no_proxy_until_it_is_read(proxy, counted_loads,
 def test_attention_methods_load_the_proxy_once(counted_loads):
     from ragattn.rerank import METHODS
 
-    assert METHODS["icr"].needs_proxy
+    assert METHODS["icr"].reads_attention and not METHODS["icr"].generates
     Reranker("smollm2-135m", method="icr")
     assert counted_loads == ["smollm2-135m"]
 
@@ -260,20 +261,21 @@ def test_registry_lists_every_method_once_with_its_needs():
 
     assert list(METHODS) == sorted(METHODS) and DEFAULT_METHOD in METHODS
     assert all(spec.name == name and spec.description for name, spec in METHODS.items())
-    assert {n for n, s in METHODS.items() if not s.needs_proxy} == {"minilm", "fused-no-attention"}
-    assert METHODS["qrhead"].needs() == ("proxy", "profile")
+    assert {n for n, s in METHODS.items() if not s.runs_proxy} == {"minilm", "fused-no-attention"}
+    assert {n for n, s in METHODS.items() if s.generates} == {"minilm-hyde"}
+    assert METHODS["qrhead"].needs() == ("attention", "profile")
+    assert METHODS["minilm-hyde"].needs() == ("generation", "embedder")
     assert "minilm: MiniLM cosine of query and document (needs embedder)" in METHODS.describe()
     with pytest.raises(InvalidInputError, match=re.escape(f"valid: {', '.join(sorted(METHODS))}")):
         METHODS.spec("nope")
 
 
 def test_every_attention_method_shares_the_memo(proxy):
-    from ragattn.rerank import METHODS
+    from ragattn.lab.registry import RERANK_METHODS
     from ragattn.rerank.icr import AttentionMemo
 
     memo = AttentionMemo()
-    generative = {"minilm-hyde"}  # runs the proxy to write an answer, reads no attention
-    for name, spec in METHODS.items():
-        if spec.needs_proxy and name not in generative:
-            windows = Reranker(proxy, method=name, memo=memo).scorer.windows
+    for name, spec in RERANK_METHODS.items():  # the runtime's and the lab's
+        if spec.reads_attention:
+            windows = Reranker(proxy, method=spec, memo=memo).scorer.windows
             assert windows is not None and windows.memo is memo, name

@@ -14,6 +14,7 @@ from ragattn.attention import HeadSet
 from ragattn.errors import InvalidInputError, ModelLoadError
 from ragattn.lab import profile_writers as pw
 from ragattn.lab import retrieval_heads as rh
+from ragattn.lab.registry import RERANK_VARIANTS
 from ragattn.rerank import METHODS, Reranker
 from ragattn.rerank import profiles as rp
 from ragattn.types import TokenSpan
@@ -214,14 +215,15 @@ DOCS = [
 ]
 
 
-def test_methods_are_registered():
-    assert {"icr-retrieval", "icr-retrieval-reattn"} <= set(METHODS)
+def test_methods_are_lab_methods():
+    assert {"icr-retrieval", "icr-retrieval-reattn"} <= set(RERANK_VARIANTS)
+    assert not {"icr-retrieval", "icr-retrieval-reattn"} & set(METHODS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["icr-retrieval", "icr-retrieval-reattn"])
 def test_retrieval_heads_rank_the_relevant_document_first(proxy, method):
-    reranker = Reranker(proxy, method=method)
+    reranker = Reranker(proxy, method=RERANK_VARIANTS[method])
     profile = rp.RetrievalHeadProfile.load(
         rp.retrieval_profile_path(default_models_dir(), "smollm2-135m")
     )

@@ -1,7 +1,7 @@
 """Evaluation harness: dataset loaders, metrics, baselines and report tables.
 
 Backs ``ragattn eval rerank`` and ``ragattn eval compress``; see ``docs/benchmarks/baselines.md``
-for measured numbers and ``pipelines/eval_baselines.py`` to reproduce them.
+for measured numbers and ``studies/eval_baselines.py`` to reproduce them.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ documents ``(cos(q, d) + w cos(a, d)) / (1 + w)``. The table gives nDCG@10 per s
 macro mean, the training side of the choice of ``HYDE_WEIGHT``. No evaluation set (DL19, SciFact
 test, the obvious cases) is read.
 
-    python pipelines/fit_hyde_weight.py --per-source 50 --threads 2
+    python studies/fit_hyde_weight.py --per-source 50 --threads 2
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ score ``1 / rank`` so trec_eval's own tie-breaking (by doc id) cannot reorder ou
 The hybrid weight sweep is fitted on the *train* qrels (809 claims) and only the chosen weights
 are reported on test, so the headline hybrid number is not tuned on test.
 
-    python pipelines/retrieval_eval.py --index /tmp/scifact-idx
+    python studies/retrieval_eval.py --index /tmp/scifact-idx
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ NQ and SQuAD training sources, so its scores on those lists would be optimistic.
 Evaluation: DL19 BM25 top-K, nDCG@10 (trec_eval semantics), candidates in a seeded shuffle (no
 first-stage order), and the obvious-case suite (``tests/data/obvious_cases.json``, 4 orders).
 
-    python pipelines/probe_rerank_fusion.py --train 40 --top-k 20 --out fusion.json
+    python studies/probe_rerank_fusion.py --train 40 --top-k 20 --out fusion.json
 """
 
 from __future__ import annotations

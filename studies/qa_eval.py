@@ -19,7 +19,7 @@ generated text as whole words: verbose answers of a tiny model still count); sup
 = gold sentences whose title is among the ``top_n`` passages (whole) and of which at least half of
 the characters are kept (compressed; ``ragattn.lab.evaluation.metrics.sentence_kept``).
 
-    OMP_NUM_THREADS=1 nice -n 15 python pipelines/qa_eval.py --out docs/benchmarks/pipeline.md
+    OMP_NUM_THREADS=1 nice -n 15 python studies/qa_eval.py --out docs/benchmarks/pipeline.md
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         f"best F1: {best[0]} ({'compressed' if best[1] else 'whole'}); "
         f"mean generation {statistics.mean(gen_s):.2f} s; total {total_s / 60:.1f} min",
     ]
-    command = "OMP_NUM_THREADS=1 nice -n 15 python pipelines/qa_eval.py " + " ".join(
+    command = "OMP_NUM_THREADS=1 nice -n 15 python studies/qa_eval.py " + " ".join(
         a for a in (argv if argv is not None else sys.argv[1:])
     )
     report = "\n".join([*table, "", *summary, "", f"command: `{command.strip()}`"])

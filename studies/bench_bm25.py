@@ -13,7 +13,7 @@ Embedding 100k passages on 2 shared cores takes far longer than this benchmark s
 ``--embed`` embeds the unique passages for real instead. Query latency (what is measured at
 100k) includes encoding each query with the real MiniLM either way.
 
-    python pipelines/bench_bm25.py --scifact-index /tmp/ragattn_scifact_idx
+    python studies/bench_bm25.py --scifact-index /tmp/ragattn_scifact_idx
 """
 
 from __future__ import annotations

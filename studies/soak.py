@@ -12,8 +12,8 @@ Pass criteria (exit code 1 otherwise):
 - soak bound: RSS at the end is at most ``--rss-growth`` (default 10 %) above RSS after the first
   minute, and open file descriptors grow by at most 8.
 
-    python pipelines/soak.py --minutes 2                  # rated load
-    python pipelines/soak.py --minutes 30 --out results/soak-30.json
+    python studies/soak.py --minutes 2                  # rated load
+    python studies/soak.py --minutes 30 --out results/soak-30.json
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Reproduce the baseline tables of docs/benchmarks/baselines.md.
 
-    python pipelines/eval_baselines.py                       # all sections, markdown on stdout
-    python pipelines/eval_baselines.py --section rerank      # only DL19
-    python pipelines/eval_baselines.py --json-out /tmp/baselines.json
+    python studies/eval_baselines.py                       # all sections, markdown on stdout
+    python studies/eval_baselines.py --section rerank      # only DL19
+    python studies/eval_baselines.py --json-out /tmp/baselines.json
 
 Tokens are counted with the proxy's tokenizer (SmolLM2-135M-Instruct, from the ragattn model
 cache) unless --tokenizer points elsewhere.

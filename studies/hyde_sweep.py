@@ -1,13 +1,13 @@
 """The HyDE weight curve on held-out sets: DL19 top-20 / top-100, SciFact top-100, obvious cases.
 
 Reported, never used to choose: ``HYDE_WEIGHT`` and the prompt come from the training lists
-(``pipelines/fit_hyde_weight.py``). For each query the proxy writes its answer once (the runtime's
+(``studies/fit_hyde_weight.py``). For each query the proxy writes its answer once (the runtime's
 :class:`~ragattn.rerank.hyde.HypotheticalAnswers`, cached on disk in ``--answers``), then every
 weight ``w`` scores ``(cos(q, d) + w cos(a, d)) / (1 + w)`` with the packaged MiniLM; ``w = 0`` is
 ``minilm``. The score is order-free, so the candidates' order does not matter.
 
-    python pipelines/hyde_sweep.py --threads 2
-    python pipelines/hyde_sweep.py --threads 2 --max-new-tokens 48 \\
+    python studies/hyde_sweep.py --threads 2
+    python studies/hyde_sweep.py --threads 2 --max-new-tokens 48 \\
         --instruction $'Write a short passage that answers the question.\\nQuestion: '
 """
 

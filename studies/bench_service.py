@@ -11,7 +11,7 @@ otherwise), waits for ``/ready``, then:
 
 Server RSS is read from /proc before the load and after it. Usage:
 
-    python pipelines/bench_service.py --duration 60 --clients 8 --out results/bench_service.json
+    python studies/bench_service.py --duration 60 --clients 8 --out results/bench_service.json
 """
 
 from __future__ import annotations

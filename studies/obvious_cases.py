@@ -6,7 +6,7 @@ gives the share of trials with the relevant document first, the cases right unde
 and the order sensitivity: the share of cases whose top document changes with the input order
 (0 for order-free methods; listwise attention methods read the documents in one prompt order).
 
-    python pipelines/obvious_cases.py --threads 2 \
+    python studies/obvious_cases.py --threads 2 \
         --method minilm-hyde,minilm,fused-no-attention,icr,fused,qrhead
 """
 

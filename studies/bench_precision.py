@@ -22,7 +22,7 @@ Fidelity is measured against float32 in the same run:
   reading the variant's features (its dtype check is lifted on purpose: this measures whether a
   probe fitted in float32 keeps its ranking on other kernels).
 
-    python pipelines/bench_precision.py --runs 3 --hotpot 20 --squad 40 --out precision.json
+    python studies/bench_precision.py --runs 3 --hotpot 20 --squad 40 --out precision.json
 """
 
 from __future__ import annotations

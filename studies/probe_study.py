@@ -6,8 +6,8 @@ the training material (``ragattn.lab.probe_training.load_training``) and the eva
 later run only fits. Evaluation sets (never trained on): 2Wiki dev first 200, HotpotQA distractor
 dev (52), SciFact test rationales (91 claims), SQuAD v2 first 100 answerable questions.
 
-    python pipelines/probe_study.py --stage all --out study.json
-    python pipelines/probe_study.py --stage extract      # features only (resumable)
+    python studies/probe_study.py --stage all --out study.json
+    python studies/probe_study.py --stage extract      # features only (resumable)
 
 Recall is supporting-sentence recall at 20 % of context tokens (33 % for SQuAD, one short passage
 each), the metric of BENCHMARKS.md §3.
