@@ -50,7 +50,7 @@ MEASURED_TRIALS_RIGHT = {
     "minilm": {"test": 60, "new": 109},
 }
 """Trials with the relevant document first, per method and split (test: 68 trials, new: 127),
-measured with ``python pipelines/obvious_cases.py --split test|new --method minilm-hyde,minilm
+measured with ``python studies/obvious_cases.py --split test|new --method minilm-hyde,minilm
 --threads 2`` (BENCHMARKS.md §2, "Obvious cases as a floor"). A new default is measured and added
 here before it ships."""
 
@@ -61,7 +61,7 @@ def floor_trials_right(method: str, split: str, trials: int) -> int:
     measured = MEASURED_TRIALS_RIGHT.get(method, {}).get(split)
     assert measured is not None, (
         f"the default {method!r} has no measured count on the {split!r} split: run "
-        f"pipelines/obvious_cases.py --split {split} --method {method} and add it"
+        f"studies/obvious_cases.py --split {split} --method {method} and add it"
     )
     if measured >= target:
         return target
