@@ -251,7 +251,10 @@ def create_app(
                 compressor=compressors.get(None),
                 cache=cache,
                 tokenizer=rr.proxy,
-                limits=checker,  # the service's own: one check, on its tokenizer thread
+                # The service's own checker: the question is checked once, on the tokenizer
+                # thread; the model thread only encodes with it (retrieved passages), never
+                # changing its tokenizer's state, so the two threads may share it.
+                limits=checker,
             )
         warm_up(rr.proxy)
         if reranker is None:
