@@ -28,11 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from ragattn.errors import ConfigError
+from ragattn.errors import ConfigError, ModelLoadError
 
 EPS = 1e-3
 """The floor added before the log in :func:`ragattn.compress.features.attention_block`."""
 FORMAT = "ragattn-document-probe/1"
+PROBE_FILE = "rerank-probe.npz"
+"""The document probe's file name in ``models/<proxy>/``."""
 
 
 def zscore_columns(x: np.ndarray) -> np.ndarray:
@@ -97,14 +99,22 @@ class DocumentProbe:
     config: Mapping[str, Any] = field(default_factory=dict)
 
     @property
+    def rows(self) -> str:
+        """The attention rows the probe reads: ``last``, ``query`` or ``both``."""
+        return str(self.config["rows"])
+
+    @property
     def layers(self) -> int:
         """Leading layers the forward must read: the deepest layer with a non-zero weight + 1."""
         return int(self.config["layers"])
 
     def check_features(self, config: Mapping[str, Any]) -> None:
-        """Refuse features computed with another configuration than the probe was trained on."""
+        """Refuse features computed with another configuration than the probe was trained on.
+        Wider features are accepted: ``rows="both"`` holds the last and the query rows, and more
+        layers hold the probe's layers."""
         for key in ("rows", "dtype"):
-            if self.config.get(key) != config.get(key):
+            got = config.get(key)
+            if got != self.config.get(key) and not (key == "rows" and got == "both"):
                 raise ConfigError(
                     f"this document probe was trained on features with {key}="
                     f"{self.config.get(key)!r}, but these were computed with {key}="
@@ -154,3 +164,23 @@ class DocumentProbe:
                 minilm_weight=float(arrays["minilm_weight"][0]),
                 config=json.loads(str(arrays["config"])),
             )
+
+
+def document_probe_path(models_dir: Path, proxy_slug: str) -> Path:
+    """Where the document probe of a proxy lives."""
+    return models_dir / proxy_slug / PROBE_FILE
+
+
+def load_document_probe(models_dir: Path, proxy_slug: str) -> DocumentProbe:
+    """The document probe of a proxy (packaged, or in ``models_dir``).
+
+    Raises:
+        ModelLoadError: there is none.
+    """
+    path = document_probe_path(models_dir, proxy_slug)
+    if not path.is_file():
+        raise ModelLoadError(
+            f"no document probe for proxy {proxy_slug!r} at {path}; train it with: "
+            "ragattn probe train --kind rerank"
+        )
+    return DocumentProbe.load(path)

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from ragattn.assets import default_models_dir
+from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.compress.budget import select
-from ragattn.compress.features import Unit
+from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import (
     DEFAULT_METHOD,
@@ -25,8 +25,11 @@ from ragattn.compress.registry import (
     ScorerInputs,
     probe_path,
 )
+from ragattn.compress.scorers import ProbeScorer
 from ragattn.contract import CompressVerbs, VerbArgs
+from ragattn.document_probe import DocumentProbe, document_probe_path, pool_documents
 from ragattn.errors import InvalidInputError, ModelLoadError
+from ragattn.lexical import dense_scores, sigmoid
 from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
 from ragattn.sentences import split_sentences
@@ -98,6 +101,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
         self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
+        self._doc_probe: DocumentProbe | None | bool = False  # False: not looked up yet
         if self.spec.runs_proxy:
             self._proxy.get()
         else:
@@ -169,36 +173,46 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
     ) -> tuple[RerankResults, CompressionResult]:
         """:meth:`rerank_and_compress`: rerank and compress from one scoring pass (Provence-style).
 
-        Every sentence is scored once; a document's score is its best sentence's keep score (raw and
-        ``relevance_score`` alike, in [0, 1]). The best ``top_n`` documents (default: all) are then
-        compressed under the budget, in rank order; ``CompressedDocument.index`` and
-        ``KeptSpan.doc_index`` refer to the input positions.
-
-        The document score is only as good a ranking as the method's sentence probe makes it: on
-        DL19 top-20 (nDCG@10) the default ``sentinel`` gives 0.494, ``fused`` 0.580, against
-        0.593 for ``Reranker(method="minilm")`` (BENCHMARKS.md §2). Use it when one forward pass
-        matters more than the ranking; rerank with :class:`~ragattn.rerank.Reranker` otherwise.
+        Every sentence is scored once. When the proxy has a document probe
+        (:mod:`ragattn.document_probe`, ``rerank-probe.npz``) and the method's features feed it
+        (a probe method reading attention), a document's score is the document probe's, read from
+        the same forward: ``raw_score`` in its log-odds units, ``relevance_score`` its sigmoid
+        (results' ``method`` ends in ``:document-probe``). Otherwise a document's score is its
+        best sentence's keep score (raw and ``relevance_score`` alike, in [0, 1];
+        ``:max-sentence``). The best ``top_n`` documents (default: all) are then compressed under
+        the budget, in rank order; ``CompressedDocument.index`` and ``KeptSpan.doc_index`` refer
+        to the input positions. How well each ranks is measured in BENCHMARKS.md §2.
         """
         args = VerbArgs.check("rerank_compress", given)
         docs, units = self._prepare(query, documents)
         if not docs:
             raise InvalidInputError("documents must hold at least one document")
-        scores, chunks = self.score_units(query, docs, units)
-        best = np.zeros(len(docs))
-        for unit, score in zip(units, scores, strict=True):
-            best[unit.doc] = max(best[unit.doc], float(score))
-        ranked = sorted(range(len(docs)), key=lambda i: (-best[i], i))[: args.top_n]
+        probe = self._document_probe()
+        if probe is not None and isinstance(self.scorer, ProbeScorer) and units:
+            scores, feats = self.scorer.score_with_features(query, docs, units)
+            chunks = feats.chunks
+            raw = self._document_scores(probe, query, docs, units, feats)
+            relevance = sigmoid(raw)
+            how = "document-probe"
+        else:
+            scores, chunks = self.score_units(query, docs, units)
+            raw = np.zeros(len(docs))
+            for unit, score in zip(units, scores, strict=True):
+                raw[unit.doc] = max(raw[unit.doc], float(score))
+            relevance = raw
+            how = "max-sentence"
+        ranked = sorted(range(len(docs)), key=lambda i: (-raw[i], i))[: args.top_n]
         results = RerankResults(
             [
                 RerankResult(
                     index=i,
-                    relevance_score=float(best[i]),
-                    raw_score=float(best[i]),
+                    relevance_score=float(relevance[i]),
+                    raw_score=float(raw[i]),
                     document=docs[i],
                 )
                 for i in ranked
             ],
-            method=f"{self.method}:max-sentence",
+            method=f"{self.method}:{how}",
         )
         position = {d: n for n, d in enumerate(ranked)}
         keep = [k for k, u in enumerate(units) if u.doc in position]
@@ -207,6 +221,43 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             [docs[i] for i in ranked], ranked, sub_units, scores[keep], chunks, args, []
         )
         return results, compression
+
+    def _document_probe(self) -> DocumentProbe | None:
+        """The proxy's document probe when this method's features can feed it, else None."""
+        if self._doc_probe is False:
+            if not (isinstance(self.scorer, ProbeScorer) and self.scorer.features.attention):
+                self._doc_probe = None
+            else:
+                path = document_probe_path(self.models_dir, proxy_slug(self._proxy.name))
+                probe = DocumentProbe.load(path) if path.is_file() else None
+                features = self.scorer.features
+                fits = probe is not None and (
+                    features.rows in (probe.rows, "both")
+                    and (features.layers is None or features.layers >= probe.layers)
+                )
+                self._doc_probe = probe if fits else None
+        return self._doc_probe if isinstance(self._doc_probe, DocumentProbe) else None
+
+    def _document_scores(
+        self,
+        probe: DocumentProbe,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        feats: SentenceFeatures,
+    ) -> np.ndarray:
+        """The document probe's raw scores from the sentence features of this call's forward."""
+        tok = self.proxy.tokenizer
+        texts = [docs[u.doc].text[u.start : u.end] for u in units]
+        widths = np.array(
+            [max(1, len(ids)) for ids in tok(texts, add_special_tokens=False)["input_ids"]],
+            dtype=np.float64,
+        )
+        names, pooled = pool_documents(
+            feats.names, feats.matrix, [u.doc for u in units], widths, len(docs)
+        )
+        minilm = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in docs])
+        return probe.score(names, pooled, minilm, feats.config)
 
     def _prepare(
         self, query: str, documents: str | Sequence[DocumentLike]

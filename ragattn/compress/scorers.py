@@ -12,7 +12,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ragattn.compress.features import FeatureSet, Unit, sentence_features
+from ragattn.compress.features import FeatureSet, SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
 from ragattn.compress.probe import Probe
 from ragattn.proxy import Proxy
@@ -53,6 +53,14 @@ class ProbeScorer:
     def score(
         self, query: str, documents: Sequence[Document], units: Sequence[Unit]
     ) -> tuple[np.ndarray, int]:
+        scores, feats = self.score_with_features(query, documents, units)
+        return scores, feats.chunks
+
+    def score_with_features(
+        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, SentenceFeatures]:
+        """Keep scores and the features they were computed from (for a document probe that reads
+        the same forward)."""
         spec = self.features
         feats = sentence_features(
             self.proxy,
@@ -66,7 +74,7 @@ class ProbeScorer:
             layers=spec.layers,
             max_chunk_tokens=self.max_chunk_tokens,
         )
-        return self.probe.predict(feats.names, feats.matrix, feats.config), feats.chunks
+        return self.probe.predict(feats.names, feats.matrix, feats.config), feats
 
 
 class FocalScorer:

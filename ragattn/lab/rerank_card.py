@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ragattn.compress.features import attention_config
-from ragattn.document_probe import DocumentProbe
+from ragattn.document_probe import PROBE_FILE, DocumentProbe
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab.feature_store import FeatureStore
 from ragattn.lab.profile_writers import replace_card_section
@@ -36,7 +36,6 @@ from ragattn.lab.rerank_probe import (
     restrict,
 )
 from ragattn.proxy import Proxy
-from ragattn.rerank.probe import PROBE_FILE
 
 CARD_START = "<!-- rerank-probe:start -->"
 CARD_END = "<!-- rerank-probe:end -->"
@@ -72,8 +71,10 @@ def fit_document_probe(
     base = leave_one_source_out(table, minilm_learner())
     a, w = fit_residual(table, l2)
     depth = max(layer_of(n) for n in table.names) + 1
+    kinds = {n.split(":")[1] for n in table.names}
+    rows = kinds.pop() if len(kinds) == 1 else "both"
     config = {
-        **attention_config(proxy, rows="both", layers=depth),
+        **attention_config(proxy, rows=rows, layers=depth),  # type: ignore[arg-type]
         "max_doc_tokens": max_tokens,
         "kinds": list(recipe["kinds"]),
         "l2": l2,

@@ -18,11 +18,10 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from ragattn.compress.features import Unit, attention_block, attention_config
+from ragattn.compress.features import Rows, Unit, attention_block, attention_config
 from ragattn.document_probe import DocumentProbe, pool_documents
 from ragattn.errors import ModelLoadError
 from ragattn.lexical import sigmoid
@@ -32,22 +31,18 @@ from ragattn.rerank.features import dense_local
 from ragattn.sentences import split_sentences
 from ragattn.types import Document
 
-PROBE_FILE = "rerank-probe.npz"
 SCALE = (
     "raw_score: the document probe's pairwise log-odds (a x z(MiniLM) + w . z(attention), z-scored "
     "within the window); relevance_score = sigmoid(raw)"
 )
 
 
-def load_document_probe(models_dir: Path, proxy_slug: str) -> DocumentProbe:
-    """The packaged (or ``models_dir``) document probe of a proxy."""
-    path = models_dir / proxy_slug / PROBE_FILE
-    if not path.is_file():
-        raise ModelLoadError(
-            f"no document probe for proxy {proxy_slug!r} at {path}; train it with: "
-            "ragattn probe train --kind rerank"
-        )
-    return DocumentProbe.load(path)
+def probe_rows(probe: DocumentProbe) -> Rows:
+    """The probe's rows as the feature code names them."""
+    rows = probe.rows
+    if rows not in ("last", "query", "both"):
+        raise ModelLoadError(f"document probe has unknown rows {rows!r}")
+    return rows  # type: ignore[return-value]
 
 
 def _canonical(documents: Sequence[Document]) -> list[int]:
@@ -73,7 +68,7 @@ class AttentionProbeScorer:
         self.name = name
         self.docs_per_window = docs_per_window
         self.max_doc_tokens = int(probe.config.get("max_doc_tokens", 128))
-        self.feature_config = attention_config(proxy, rows="both", layers=probe.layers)
+        self.feature_config = attention_config(proxy, rows=probe_rows(probe), layers=probe.layers)
         probe.check_features(self.feature_config)
 
     def _cut(self, documents: Sequence[Document]) -> tuple[list[Document], int]:
@@ -121,7 +116,7 @@ class AttentionProbeScorer:
                 query,
                 sub,
                 units,
-                rows="both",
+                rows=probe_rows(self.probe),
                 layers=self.probe.layers,
                 max_chunk_tokens=1 << 30,
             )

@@ -58,7 +58,12 @@ def test_probe_refuses_features_of_another_configuration() -> None:
     pooled = np.zeros((2, 1))
     ok = {"rows": "both", "layers": 4, "dtype": "float32"}
     probe.score(("mass:query:L0H0",), pooled, np.zeros(2), ok)
-    for key, value in (("dtype", "bfloat16"), ("rows", "last")):
+    probe.score(("mass:query:L0H0",), pooled, np.zeros(2), {**ok, "layers": 30})  # wider
+    query_only = _probe(("mass:query:L0H0",), rows="query")
+    query_only.score(("mass:query:L0H0",), pooled, np.zeros(2), ok)  # "both" holds "query"
+    with pytest.raises(ConfigError, match=re.escape("computed with rows='last'")):
+        query_only.score(("mass:query:L0H0",), pooled, np.zeros(2), {**ok, "rows": "last"})
+    for key, value in (("dtype", "bfloat16"), ("rows", "query")):
         with pytest.raises(ConfigError, match=re.escape(f"computed with {key}={value!r}")):
             probe.score(("mass:query:L0H0",), pooled, np.zeros(2), {**ok, key: value})
     with pytest.raises(ConfigError, match="features stop at layer 2"):
