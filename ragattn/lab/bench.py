@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from ragattn.attention import HeadSet, engine_for
+from ragattn.lab.registry import rerank_spec
 from ragattn.prompt import (
     CALIBRATION_QUERY,
     assemble,
@@ -199,15 +200,17 @@ def bench_compress(
     ``reference_models_dir`` adds a row per attention probe method with the probes found there
     (e.g. the previous release's), timed in the same run as the current ones.
     """
-    from ragattn.compress import METHODS, Compressor
+    from ragattn.compress import Compressor
     from ragattn.embed import shared_embedder
+    from ragattn.lab.registry import COMPRESS_METHODS
     from ragattn.rerank import Reranker
 
     query, docs = hotpot_context(data_dir, tokens, proxy)
     embedder = shared_embedder()
     rows = []
     variants: list[tuple[str, Compressor]] = [
-        (f"compress, {m}", Compressor(proxy, method=m)) for m in (methods or list(METHODS))
+        (f"compress, {m}", Compressor(proxy, method=COMPRESS_METHODS.spec(m)))
+        for m in (methods or list(COMPRESS_METHODS))
     ]
     if reference_models_dir is not None:
         variants += [
@@ -534,7 +537,7 @@ def dl19_ndcg(
     rset = load_candidates(
         data_dir / "candidates_bm25_top100.jsonl", data_dir / "qrels.trec.txt", top_k=top_k
     )
-    reranker = Reranker(proxy, method=method)
+    reranker = Reranker(proxy, method=rerank_spec(method))
     run: dict[str, dict[str, float]] = {}
     for q in rset.queries[:limit]:
         docs = [Document(text=c.text, id=c.doc_id, title=c.title or None) for c in q.candidates]
@@ -585,7 +588,7 @@ def bench_rerank(
     rows: list[dict] = []
     medians: list[float] = []
     for method in methods:
-        reranker = Reranker(proxy, method=method)
+        reranker = Reranker(proxy, method=rerank_spec(method))
         reranker.rerank("warm-up query about nothing", ["warm-up document."])
         seconds = []
         for query, docs in lists:

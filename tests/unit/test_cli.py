@@ -26,7 +26,6 @@ COMMANDS = [
     ["probe", "train"],
     ["heads", "select"],
     ["heads", "detect"],
-    ["heads", "train"],
     ["bench", "attention"],
     ["bench", "levers"],
     ["bench", "compress"],

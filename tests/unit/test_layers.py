@@ -59,7 +59,6 @@ LAYERS: dict[str, int] = {
     "ragattn.pipeline": 4,
     # 5: training, head detection, evaluation, benchmarks, model cards
     "ragattn.lab": 5,
-    "ragattn.lab.attention_training": 5,  # LoRA training (peft): never imported by the runtime
     # 6: edges (the service, api/, is the other edge and lives outside the package)
     "ragattn.batch.command": 6,
     "ragattn.cli": 6,
