@@ -2,7 +2,7 @@
 
 The compressor's forward (Sentinel layout: documents, then the question, then "Answer:") already
 gives, for every sentence, the log share of context attention of every head, from the last
-position and from the question span (:func:`ragattn.compress.features.attention_block`). Pooled per
+position and from the question span (:func:`ragattn.sentence_attention.attention_block`). Pooled per
 document, the same numbers say how much each head reads each document, so one forward can rank the
 documents and compress them (Provence's joint design, here with a probe over attention):
 
@@ -31,7 +31,7 @@ import numpy as np
 from ragattn.errors import ConfigError, ModelLoadError
 
 EPS = 1e-3
-"""The floor added before the log in :func:`ragattn.compress.features.attention_block`."""
+"""The floor added before the log in :func:`ragattn.sentence_attention.attention_block`."""
 FORMAT = "ragattn-document-probe/1"
 PROBE_FILE = "rerank-probe.npz"
 """The document probe's file name in ``models/<proxy>/``."""

@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from ragattn.compress.features import attention_config
 from ragattn.document_probe import PROBE_FILE, DocumentProbe
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab.feature_store import FeatureStore
@@ -36,6 +35,7 @@ from ragattn.lab.rerank_probe import (
     restrict,
 )
 from ragattn.proxy import Proxy
+from ragattn.sentence_attention import attention_config
 
 CARD_START = "<!-- rerank-probe:start -->"
 CARD_END = "<!-- rerank-probe:end -->"

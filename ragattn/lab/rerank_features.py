@@ -3,7 +3,7 @@
 One forward per list reads all 20 documents in the Sentinel layout (documents, then the question,
 then "Answer:"), and the store keeps, for every sentence of every document, the log share of the
 attention of every head of every layer from the last position and from the query span
-(:func:`ragattn.compress.features.attention_block`). Documents are one chunk (``max_chunk_tokens``
+(:func:`ragattn.sentence_attention.attention_block`). Documents are one chunk (``max_chunk_tokens``
 is raised above the list's length), so every document of a list is read by the same forward.
 
 Document features are pooled from those sentence rows here, at training time, so the expensive part

@@ -21,13 +21,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragattn.compress.features import Rows, Unit, attention_block, attention_config
 from ragattn.document_probe import DocumentProbe, pool_documents
 from ragattn.errors import ModelLoadError
 from ragattn.lexical import sigmoid
 from ragattn.proxy import Proxy
 from ragattn.rerank.base import DocScores
 from ragattn.rerank.features import dense_local
+from ragattn.sentence_attention import Rows, Unit, attention_block, attention_config
 from ragattn.sentences import split_sentences
 from ragattn.types import Document
 

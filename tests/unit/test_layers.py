@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     # 1: values, errors, settings, argument checks: no project imports beyond this layer
     "ragattn._optional": 1,
     "ragattn._version": 1,
+    "ragattn.cancel": 1,
     "ragattn.contract": 1,
     "ragattn.errors": 1,
     "ragattn.memory": 1,
@@ -42,9 +43,11 @@ LAYERS: dict[str, int] = {
     "ragattn.prompt": 2,
     "ragattn.proxy": 2,
     "ragattn.sdpa": 2,
+    "ragattn.sentence_attention": 2,
     "ragattn.sentences": 2,
     # 3: runtime methods (learned assets are loaded here, never fitted)
     "ragattn.compress": 3,
+    "ragattn.document_probe": 3,
     "ragattn.lexical": 3,
     "ragattn.rerank": 3,
     "ragattn.retrieve": 3,
