@@ -41,6 +41,7 @@ from api.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
+from api.tenancy import current_partition
 from api.worker import ModelWorker
 from ragattn.cache import Cache, cache_key
 from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError
@@ -444,7 +445,9 @@ class Service:
                 await self.cache.set(key, msgspec.msgpack.encode(value))
                 return value
 
-            return await self.worker.run_once(key, fill), False
+            # With RAGATTN_CACHE_SCOPE=key, identical requests share a computation only per key.
+            flight = f"{current_partition()}|{key}" if self.settings.cache_scope == "key" else key
+            return await self.worker.run_once(flight, fill), False
 
     async def cache_healthy(self) -> bool:
         """False while cache reads fail (the service answers without it: degraded)."""
