@@ -20,7 +20,9 @@ SMALL = {"query": "capital of France", "documents": ["Paris is in France.", "Ban
 async def test_ready_reports_a_busy_model_thread_and_refuses_when_the_queue_is_full(
     production_server: Callable[..., Any], gated: Any
 ) -> None:
-    with production_server(reranker=gated, cache_backend="none", queue_size=2) as live:
+    with production_server(
+        reranker=gated, cache_backend="none", queue_size=2, request_timeout_s=0
+    ) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=120) as c:
             idle = await c.get("/ready")
             assert idle.status_code == 200
@@ -53,7 +55,7 @@ async def test_unknown_field_warnings_are_truncated_and_counted(
 ) -> None:
     huge = "k" * 1_000_000
     extra = {huge: 1, **{f"extra_{i}": i for i in range(14)}}
-    with production_server(cache_backend="none") as live:
+    with production_server(cache_backend="none", request_timeout_s=0) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=120) as c:
             resp = await c.post("/v2/rerank", json={**SMALL, **extra})
     assert resp.status_code == 200, resp.text[:500]
@@ -118,12 +120,12 @@ async def test_cache_scope_key_isolates_the_cache_per_api_key(
         return {"authorization": f"Bearer {key}"}
 
     keys = ("alpha", "beta")
-    with production_server(api_keys=keys) as live:  # the default: shared
+    with production_server(api_keys=keys, request_timeout_s=0) as live:  # the default: shared
         async with httpx.AsyncClient(base_url=live.url, timeout=120) as c:
             a = await c.post("/v2/rerank", json=SMALL, headers=headers("alpha"))
             b = await c.post("/v2/rerank", json=SMALL, headers=headers("beta"))
             assert (a.headers["x-ragattn-cache"], b.headers["x-ragattn-cache"]) == ("miss", "hit")
-    with production_server(api_keys=keys, cache_scope="key") as live:
+    with production_server(api_keys=keys, cache_scope="key", request_timeout_s=0) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=120) as c:
             seen = []
             for key in ("alpha", "beta", "alpha", "beta"):

@@ -28,7 +28,7 @@ def test_kept_spans_slice_the_document_by_code_points(
     production_server: Callable[..., Any],
 ) -> None:
     with (
-        production_server(cache_backend="none") as live,
+        production_server(cache_backend="none", request_timeout_s=0) as live,
         httpx.Client(base_url=live.url, timeout=300) as c,
     ):
         resp = c.post(
