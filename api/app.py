@@ -34,6 +34,7 @@ from api.routes.page import PAGE_HANDLERS
 from api.routes.rerank import RerankController
 from api.routes.retrieve import RetrieveController
 from api.service import CompressorFactory, Service
+from api.tenancy import PartitionedCache
 from api.worker import ModelWorker
 from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
 from ragattn.errors import ConfigError, MissingDependencyError, ModelLoadError
@@ -60,6 +61,12 @@ def _flush_log_queues() -> None:
 
 
 def build_cache(settings: Settings) -> Cache:
+    """The response cache of ``settings``, partitioned per API key with ``cache_scope=key``."""
+    cache = _backend_cache(settings)
+    return PartitionedCache(cache) if settings.cache_scope == "key" else cache
+
+
+def _backend_cache(settings: Settings) -> Cache:
     if settings.cache_backend == "redis":
         if settings.redis_url is None:  # Settings validation guarantees it; checked for mypy
             raise ConfigError("RAGATTN_CACHE_BACKEND=redis needs RAGATTN_REDIS_URL")

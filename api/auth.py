@@ -26,6 +26,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from api.errors import RateLimitedError, UnauthorizedError
+from api.tenancy import key_partition, set_partition
 
 PUBLIC_PREFIXES = ("/schema",)
 _CLIENT_STATE = "ragattn.client"
@@ -51,6 +52,7 @@ class ApiKeyGuard:
 
     def __init__(self, keys: tuple[str, ...]) -> None:
         self._keys = tuple(k.encode() for k in keys)
+        self._partitions = tuple(key_partition(k) for k in keys)
 
     async def __call__(
         self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
@@ -70,6 +72,7 @@ class ApiKeyGuard:
             raise UnauthorizedError("invalid API key")
         # The rate limiter keys on which configured key this is, never on the raw token.
         connection.scope.setdefault("state", {})[_CLIENT_STATE] = f"key:{matched}"
+        set_partition(self._partitions[matched])  # the cache partition (RAGATTN_CACHE_SCOPE=key)
 
 
 class RateLimiter:

@@ -11,10 +11,12 @@ JSON nested about a thousand levels deep, dies in the decoder with a ``Recursion
 - the value is converted to the route's type in msgspec's strict mode (numbers are never read
   from strings, booleans are not integers; ``1.0`` is an integer, as JSON Schema has it);
 - unknown fields are ignored, as Cohere-compatible clients expect, but named in the response's
-  warnings (:func:`ignored_fields`).
+  warnings (:func:`ignored_fields`: the first ten, names cut to 64 characters, then a count);
+- the body must be UTF-8 (RFC 8259): a byte order mark, UTF-16 or UTF-32 is a 400 before any
+  parsing, and a lone surrogate (``"\\ud800"``) is a 400 too.
 
-:func:`require_json` (a guard) refuses a body not declared ``application/json`` with a 415 before
-the body is read.
+:func:`require_json` (a guard) refuses a body not declared ``application/json`` (or declared in
+a charset other than UTF-8) with a 415 before the body is read.
 """
 
 from __future__ import annotations
@@ -97,7 +99,41 @@ def _number(text: str) -> int | float:
     return int(value) if value.is_integer() else value
 
 
+_BOMS = (
+    (b"\x00\x00\xfe\xff", "UTF-32-BE"),
+    (b"\xff\xfe\x00\x00", "UTF-32-LE"),
+    (b"\xef\xbb\xbf", "UTF-8"),
+    (b"\xfe\xff", "UTF-16-BE"),
+    (b"\xff\xfe", "UTF-16-LE"),
+)
+
+
+def _utf8_text(raw: bytes) -> str:
+    """The body as text: UTF-8 only (RFC 8259 §8.1), checked before anything parses it.
+
+    Python's ``json.loads(bytes)`` would detect UTF-16 and UTF-32 by itself, past the byte-level
+    depth and surrogate checks, which assume UTF-8. A NUL byte never occurs in UTF-8 JSON (control
+    characters are escaped in strings), while ASCII text in UTF-16/32 is full of them.
+    """
+    for bom, name in _BOMS:
+        if raw.startswith(bom):
+            raise InvalidInputError(
+                f"the body starts with a {name} byte order mark; send JSON as UTF-8 without one"
+            )
+    if b"\x00" in raw:
+        raise InvalidInputError(
+            "the body holds NUL bytes (UTF-16 or UTF-32 text?); send JSON as UTF-8"
+        )
+    try:
+        return raw.decode("utf-8")  # strict: also refuses UTF-8-encoded surrogates
+    except UnicodeDecodeError as exc:
+        raise InvalidInputError(
+            f"the body is not valid UTF-8 (byte {exc.start}); send JSON as UTF-8"
+        ) from None
+
+
 def _parse(raw: bytes) -> Any:
+    text = _utf8_text(raw)
     if nesting_exceeds(raw, MAX_JSON_DEPTH):
         raise InvalidInputError(
             f"the JSON body nests arrays/objects more than {MAX_JSON_DEPTH} levels deep"
@@ -109,7 +145,7 @@ def _parse(raw: bytes) -> Any:
             raise InvalidInputError(f"malformed JSON body: {exc}") from None
     try:
         return json.loads(
-            raw, object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_float=_number
+            text, object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_float=_number
         )
     except _DuplicateKeyError as exc:
         raise InvalidInputError(
@@ -188,10 +224,26 @@ def _plain(message: str) -> str:
     return f"invalid request body: {message}"
 
 
+MAX_WARNED_FIELDS = 10
+"""Unknown fields named one by one in the warnings; the rest are counted in one more line."""
+MAX_FIELD_NAME_CHARS = 64
+"""Longest unknown field name echoed back; a longer one is cut (a 1 MB key is not sent back)."""
+
+
 def ignored_fields(request: Request[Any, Any, Any]) -> list[str]:
-    """The warnings for fields of this request's body that the server does not know."""
+    """The warnings for fields of this request's body that the server does not know: the first
+    :data:`MAX_WARNED_FIELDS` by name (cut to :data:`MAX_FIELD_NAME_CHARS`), then a count."""
     names = request.scope.get("state", {}).get(_STATE_IGNORED) or []
-    return [f"unknown field {name!r} ignored" for name in names]
+    out = []
+    for name in names[:MAX_WARNED_FIELDS]:
+        if len(name) > MAX_FIELD_NAME_CHARS:
+            name = f"{name[:MAX_FIELD_NAME_CHARS]}... ({len(name)} characters)"
+        out.append(f"unknown field {name!r} ignored")
+    if len(names) > MAX_WARNED_FIELDS:
+        out.append(
+            f"{len(names) - MAX_WARNED_FIELDS} more unknown fields ignored ({len(names)} in all)"
+        )
+    return out
 
 
 class StrictRequest(Request[Any, Any, Any]):
@@ -222,12 +274,20 @@ async def require_json(
     if getattr(handler, "parsed_data_field", None) is None:
         return
     header = connection.headers.get("content-type", "")
-    media = header.split(";", 1)[0].strip().lower()
+    media, _, parameters = header.partition(";")
+    media = media.strip().lower()
     if media not in _JSON_TYPES:
         raise UnsupportedMediaTypeError(
             "send the body as JSON with 'Content-Type: application/json'"
             + (f" (got {media[:60]!r})" if media else " (no Content-Type was sent)")
         )
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        charset = value.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
+            raise UnsupportedMediaTypeError(
+                f"JSON bodies are UTF-8 only (got charset={charset[:30]!r}); send UTF-8"
+            )
 
 
 __all__ = [

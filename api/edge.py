@@ -11,8 +11,12 @@ What a route handler never sees and every request needs:
 - once the server is draining (SIGTERM), unfinished bodies are cut with a 503 ``shutting_down``,
   and requests still running when the grace period ends answer the same 503 in the error shape
   instead of the server's plain-text 500;
+- a request with more than one ``Authorization`` header is a 400 (which one would decide is not
+  something two components should disagree on);
 - every response carries ``X-Content-Type-Options: nosniff``, and one whose request body was not
-  read to its end carries ``Connection: close`` (the rest of that body cannot be trusted to come).
+  read to its end carries ``Connection: close`` (the rest of that body cannot be trusted to come);
+  the OpenAPI pages under ``/schema`` also get a Content-Security-Policy and
+  ``X-Frame-Options: DENY``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from api.errors import (
     ShuttingDownError,
 )
 from api.logsafe import clean
+from api.openapi import DOCS_CONTENT_SECURITY_POLICY, DOCS_PATH
+from ragattn.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from litestar.types import ASGIApp, Message, Receive, Scope, Send
@@ -74,13 +80,17 @@ def _announces_body(scope: Scope) -> bool:
 
 
 async def add_response_headers(message: Message, scope: Scope) -> None:
-    """``before_send`` hook: nosniff on every response; close a connection whose body is unread."""
+    """``before_send`` hook: nosniff on every response, CSP and X-Frame-Options on the docs pages;
+    close a connection whose body is unread."""
     if message["type"] != "http.response.start":
         return
     headers = list(message.get("headers") or [])
     names = {name.lower() for name, _ in headers}
     if b"x-content-type-options" not in names:
         headers.append((b"x-content-type-options", b"nosniff"))
+    if scope.get("path", "").startswith(DOCS_PATH) and b"content-security-policy" not in names:
+        headers.append((b"content-security-policy", DOCS_CONTENT_SECURITY_POLICY.encode()))
+        headers.append((b"x-frame-options", b"DENY"))
     body_done = scope.get("state", {}).get(_BODY_DONE, False)
     if not body_done and b"connection" not in names and _announces_body(scope):
         headers.append((b"connection", b"close"))
@@ -124,11 +134,18 @@ def edge_middleware(
             await app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        size = sum(len(k) + len(v) for k, v in scope.get("headers", ()))
+        headers = scope.get("headers", ())
+        size = sum(len(k) + len(v) for k, v in headers)
         if size > max_header_bytes:
             raise HeadersTooLargeError(
                 f"request headers are {size} bytes; the limit is {max_header_bytes} "
                 "(RAGATTN_MAX_HEADER_BYTES)"
+            )
+        authorizations = sum(1 for name, _ in headers if name.lower() == b"authorization")
+        if authorizations > 1:
+            # Which one decides would depend on the component reading it (proxy, guard, logs).
+            raise InvalidInputError(
+                f"the request has {authorizations} Authorization headers; send exactly one"
             )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + body_timeout_s if body_timeout_s > 0 else None

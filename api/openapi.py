@@ -4,10 +4,15 @@
 (``api/static/swagger-ui-*``, Swagger UI 5.33.1 from the ``drf-spectacular-sidecar`` wheel, Apache
 2.0, its licence beside them), so the pages work without any CDN. ``/schema/openapi.json`` is the
 document. With API keys configured it declares a Bearer security scheme on every model route.
+
+The pages run no inline script (Swagger UI starts from ``/static/swagger-init.js`` and fetches the
+document), so they are sent with :data:`DOCS_CONTENT_SECURITY_POLICY` (scripts from this origin
+only) and ``X-Frame-Options: DENY`` (:func:`api.edge.add_response_headers`).
 """
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 from litestar import MediaType, Response
@@ -21,6 +26,34 @@ from ragattn.settings import Settings
 
 SECURITY_SCHEME = "bearer"
 _ASSETS = "/static"
+DOCS_PATH = "/schema"
+DOCS_CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
+)
+"""The CSP of the pages under ``/schema``: Swagger UI sets inline styles, never inline scripts."""
+
+
+class _OfflineSwagger(SwaggerRenderPlugin):
+    """Swagger UI from this server's files, started by a script file instead of an inline one."""
+
+    def render(self, request: Any, openapi_schema: dict[str, Any]) -> bytes:
+        title = html.escape(str(openapi_schema["info"]["title"]))
+        spec_url = html.escape(f"{DOCS_PATH}/openapi.json", quote=True)
+        return (
+            "<!DOCTYPE html><html><head>"
+            f"<title>{title}</title>{self.favicon}"
+            '<meta charset="utf-8"/>'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<link href="{self.css_url}" rel="stylesheet">'
+            f'<script src="{self.js_url}"></script>'
+            f'<script src="{self.standalone_preset_js_url}"></script>'
+            f'<script src="{_ASSETS}/swagger-init.js"></script>'
+            "</head><body>"
+            f'<div id="swagger-container" data-spec-url="{spec_url}"></div>'
+            "</body></html>"
+        ).encode()
 
 
 def security_requirement(settings: Settings) -> list[dict[str, list[str]]] | None:
@@ -41,7 +74,7 @@ def openapi_config(settings: Settings) -> OpenAPIConfig:
                 )
             }
         )
-    swagger = SwaggerRenderPlugin(
+    swagger = _OfflineSwagger(
         js_url=f"{_ASSETS}/swagger-ui-bundle.js",
         css_url=f"{_ASSETS}/swagger-ui.css",
         standalone_preset_js_url=f"{_ASSETS}/swagger-ui-standalone-preset.js",
@@ -51,7 +84,7 @@ def openapi_config(settings: Settings) -> OpenAPIConfig:
     return OpenAPIConfig(
         title="ragattn",
         version=ragattn.__version__,
-        path="/schema",
+        path=DOCS_PATH,
         description="Attention-based reranking and compression of retrieved context.",
         components=components,
         render_plugins=[swagger, JsonRenderPlugin(), YamlRenderPlugin()],

@@ -512,7 +512,9 @@ class HealthResponse(Struct, omit_defaults=True):
 class ReadyResponse(Struct):
     """Ready to serve; ``degraded`` is true while the cache backend (Redis) is unreachable or
     failing: requests are still answered, just without the cache. ``device`` and ``dtype`` say
-    where and in which precision the proxy runs."""
+    where and in which precision the proxy runs. ``busy`` is true while the model thread has work
+    (a new request waits behind ``queue_depth`` jobs, of at most ``queue_size``); a full queue
+    makes ``/ready`` a 503."""
 
     status: str
     model: str
@@ -521,6 +523,9 @@ class ReadyResponse(Struct):
     degraded: bool = False
     device: str = ""
     dtype: str = ""
+    busy: bool = False
+    queue_depth: int = 0
+    queue_size: int = 0
 
 
 class ErrorResponse(Struct):

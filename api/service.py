@@ -41,6 +41,7 @@ from api.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
+from api.tenancy import current_partition
 from api.worker import ModelWorker
 from ragattn.cache import Cache, cache_key, cached_value, storing
 from ragattn.contract import VerbArgs
@@ -420,7 +421,9 @@ class Service:
             return found, True
         async with self._deadline() as deadline:
             fill = storing(self.cache, key, lambda: work(deadline), msgspec.msgpack.encode)
-            return await self.worker.run_once(key, fill), False
+            # With RAGATTN_CACHE_SCOPE=key, identical requests share a computation only per key.
+            flight = f"{current_partition()}|{key}" if self.settings.cache_scope == "key" else key
+            return await self.worker.run_once(flight, fill), False
 
     async def cache_healthy(self) -> bool:
         """False while cache reads fail (the service answers without it: degraded)."""

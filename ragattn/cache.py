@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ragattn._optional import require
+from ragattn.errors import InvalidInputError
 from ragattn.types import Document
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,9 @@ def cache_key(
 
     Returns:
         ``"ragattn:v1:<64 hex digits>"``.
+
+    Raises:
+        InvalidInputError: a text holds a lone surrogate (not encodable as UTF-8).
     """
     payload = {
         "model": model,
@@ -98,7 +102,14 @@ def cache_key(
     blob = json.dumps(
         payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
     )
-    return KEY_PREFIX + hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    try:
+        data = blob.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate: text no UTF-8 request can carry
+        raise InvalidInputError(
+            "the input holds a lone UTF-16 surrogate (e.g. '\\ud800'), which is not valid "
+            "Unicode text; send valid UTF-8"
+        ) from exc
+    return KEY_PREFIX + hashlib.sha256(data).hexdigest()
 
 
 async def cached_value(cache: Cache | None, key: str, decode: Callable[[bytes], T]) -> T | None:

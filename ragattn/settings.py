@@ -17,10 +17,12 @@ from typing import Any, Literal
 from ragattn.errors import ConfigError
 
 CacheBackend = Literal["memory", "redis", "none"]
+CacheScope = Literal["shared", "key"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 ENV_PREFIX = "RAGATTN_"
 _CACHE_BACKENDS = ("memory", "redis", "none")
+_CACHE_SCOPES = ("shared", "key")
 _DTYPES = ("auto", "float32", "bfloat16")
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -80,6 +82,9 @@ class Settings:
     """Time to live of a cached response, seconds."""
     cache_max_items: int = 10_000
     """Most entries the in-process LRU keeps."""
+    cache_scope: CacheScope = "shared"
+    """Who shares cached responses: ``shared`` (every client) or ``key`` (each API key has its own
+    partition; needs ``api_keys``)."""
 
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     """Accepted Bearer keys (comma-separated in the environment); empty = no authentication."""
@@ -227,6 +232,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "api_keys": _parse_keys,
     "log_level": _parse_upper,
     "cache_backend": _parse_lower,
+    "cache_scope": _parse_lower,
     "dtype": _parse_lower,
     "device": _parse_lower,
 }
@@ -279,6 +285,12 @@ def _validate(s: Settings) -> None:
             f"{env('cache_backend')} must be one of {', '.join(_CACHE_BACKENDS)}, "
             f"got {s.cache_backend!r}"
         )
+    if s.cache_scope not in _CACHE_SCOPES:
+        raise ConfigError(
+            f"{env('cache_scope')} must be one of {', '.join(_CACHE_SCOPES)}, got {s.cache_scope!r}"
+        )
+    if s.cache_scope == "key" and not s.api_keys:
+        raise ConfigError(f"{env('cache_scope')}=key needs {env('api_keys')}")
     if s.cache_backend == "redis" and not s.redis_url:
         raise ConfigError(f"{env('cache_backend')}=redis needs {env('redis_url')}")
     if s.redis_url and not s.redis_url.startswith(("redis://", "rediss://", "unix://")):
@@ -299,4 +311,4 @@ def _validate(s: Settings) -> None:
             ) from None
 
 
-__all__ = ["CacheBackend", "Settings"]
+__all__ = ["CacheBackend", "CacheScope", "Settings"]

@@ -33,8 +33,9 @@ class HealthController(Controller):
     @route(
         "/ready",
         http_method=[HttpMethod.GET, HttpMethod.HEAD],
-        summary="Readiness: the proxy is loaded, has served a warm-up request of each kind, and "
-        "the server is not shutting down (503 not_ready otherwise)",
+        summary="Readiness: the proxy is loaded, has served a warm-up request of each kind, the "
+        "server is not shutting down and the model queue is not full (503 not_ready otherwise); "
+        "'busy' says the model thread has work",
         responses=PROBE_RESPONSES,
     )
     async def ready(self, state: State) -> ReadyResponse:
@@ -44,6 +45,10 @@ class HealthController(Controller):
         service: Service | None = state.get("service")
         if service is None:
             raise NotReadyError("the proxy model is still loading")
+        depth, size = service.worker.depth, service.worker.max_pending
+        if depth >= size:
+            # A new model request would be refused (429): send traffic elsewhere for now.
+            raise NotReadyError(f"the model queue is full ({depth} of {size} jobs)")
         runtime = state.get("runtime") or {}
         return ReadyResponse(
             status="ready",
@@ -53,6 +58,9 @@ class HealthController(Controller):
             degraded=not await service.cache_healthy(),
             device=runtime.get("device", ""),
             dtype=runtime.get("dtype", ""),
+            busy=depth > 0,
+            queue_depth=depth,
+            queue_size=size,
         )
 
     @get(

@@ -58,16 +58,32 @@ function scoreBin(score) {
   return Math.min(3, Math.floor(Math.max(0, score) * 4));
 }
 
+// The API's spans count code points (Python string indices); JavaScript strings index UTF-16 code
+// units, where a code point above U+FFFF (emoji, each half of a flag) takes two. This maps every
+// code-point offset 0..n to its UTF-16 index.
+function utf16Offsets(text) {
+  const out = [0];
+  let unit = 0;
+  for (const ch of text) { // iterates code points
+    unit += ch.length;
+    out.push(unit);
+  }
+  return out;
+}
+
 // The document's text with kept spans as <mark> (coloured by score) and the rest greyed.
 function highlighted(text, spans) {
   const body = el("p", { className: "doc-text" });
+  const at = utf16Offsets(text);
+  const unit = (cp) => at[Math.min(Math.max(cp, 0), at.length - 1)];
   let pos = 0;
   for (const s of [...spans].sort((a, b) => a.start - b.start)) {
-    if (s.start > pos) body.append(el("span", { className: "dropped" }, text.slice(pos, s.start)));
+    const start = unit(s.start), end = unit(s.end);
+    if (start > pos) body.append(el("span", { className: "dropped" }, text.slice(pos, start)));
     body.append(el("mark", {
       className: "kept s" + scoreBin(s.score), title: "kept, score " + s.score.toFixed(2),
-    }, text.slice(s.start, s.end)));
-    pos = Math.max(pos, s.end);
+    }, text.slice(start, end)));
+    pos = Math.max(pos, end);
   }
   if (pos < text.length) body.append(el("span", { className: "dropped" }, text.slice(pos)));
   return body;

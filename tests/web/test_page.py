@@ -176,3 +176,39 @@ def test_keyboard_only_and_every_control_labelled(page: Any, expect: Any) -> Non
     expect(page.locator("#ranking > li")).to_have_count(len(DOCUMENTS))
     # Focus moves to the results so keyboard and screen-reader users land on them.
     assert page.evaluate("document.activeElement.id") == "results"
+
+
+# Issue 30 §5: the API's spans count code points, JavaScript strings UTF-16 code units. An emoji,
+# a flag (two regional indicators, four code units) and a combining accent before a kept sentence.
+UNICODE_DOCUMENTS = [
+    "\U0001f1eb\U0001f1f7\U0001f1eb\U0001f1f7\U0001f1eb\U0001f1f7 Flags open this text. "
+    "Paris is the capital of France. The Seine flows through Paris.",
+    "Cafe\u0301 au lait is coffee with milk. \U0001f600 It is served in a bowl. "
+    "Paris has many cafe\u0301s.",
+    "Bananas are yellow \U0001f34c. They grow in warm countries.",
+]
+
+
+def test_kept_spans_after_emoji_flags_and_combining_marks_highlight_the_right_text(
+    page: Any, expect: Any
+) -> None:
+    page.get_by_label("API key").fill(KEY)
+    page.get_by_label("Query").fill("What is the capital of France?")
+    page.get_by_label("Documents, in first-stage order").fill("\n\n".join(UNICODE_DOCUMENTS))
+    page.get_by_label("threshold").check()
+    page.locator("#budget-value").fill("0")  # every sentence kept: every span is checked
+    rerank, compress = run_and_capture(page, expect)
+    assert page.locator("#errors").inner_text() == ""
+    by_index = {d["index"]: d for d in compress["documents"]}
+    shown = page.locator("#ranking > li")
+    order = [int(i) for i in shown.evaluate_all("els => els.map(e => e.dataset.index)")]
+    assert sorted(order) == [0, 1, 2]
+    for position, index in enumerate(order):
+        item = shown.nth(position)
+        spans = by_index[index]["kept_spans"]
+        assert spans
+        marks = item.locator("mark.kept").all_inner_texts()
+        # Each mark is exactly the span's text (a shift after the flags would cut "Flags open").
+        assert marks == [s["text"] for s in spans]
+        assert marks == [UNICODE_DOCUMENTS[index][s["start"] : s["end"]] for s in spans]
+        assert item.locator(".doc-text").text_content() == UNICODE_DOCUMENTS[index]
