@@ -5,7 +5,7 @@ WORKDIR /src
 COPY pyproject.toml setup.py MANIFEST.in README.md LICENSE ./
 COPY ragattn ./ragattn
 COPY models ./models
-COPY api ./api
+COPY ragattn_api ./ragattn_api
 RUN pip wheel --no-deps -w /dist .
 
 FROM python:3.11-slim

@@ -21,8 +21,8 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 # Style and type gates first (seconds): the lint, format and mypy rules in pyproject.toml.
-ruff check ragattn api tests pipelines studies
-ruff format --check ragattn api tests pipelines studies
+ruff check ragattn ragattn_api tests pipelines studies
+ruff format --check ragattn ragattn_api tests pipelines studies
 mypy
 # What a new user installs: the built wheel in a fresh venv, used from outside the checkout
 # (default Reranker / Compressor, `ragattn demo`, and the Docker image's install serving HTTP).

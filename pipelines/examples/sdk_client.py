@@ -40,7 +40,7 @@ def local_service(reranker: Reranker, compressor: Compressor) -> Iterator[str]:
     """The ragattn service over these engines, on 127.0.0.1 and a free port; yields its URL."""
     import uvicorn
 
-    from api.app import create_app
+    from ragattn_api.app import create_app
     from ragattn.settings import Settings
 
     app = create_app(Settings(log_level="WARNING"), reranker=reranker, compressor=compressor)

@@ -25,7 +25,7 @@ from ragattn.cli.probe import probe_app
 
 PLUGIN_GROUP = "ragattn.commands"
 """Entry-point group of extra commands: a function becomes ``ragattn <name>``, a Typer app a group
-(``[project.entry-points."ragattn.commands"] serve = "api.cli:serve"``)."""
+(``[project.entry-points."ragattn.commands"] serve = "ragattn_api.cli:serve"``)."""
 
 app = typer.Typer(
     name="ragattn",

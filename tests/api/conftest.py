@@ -15,7 +15,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from api import create_app
+from ragattn_api import create_app
 from ragattn.settings import Settings
 
 

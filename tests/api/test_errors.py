@@ -9,7 +9,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from api.errors import STATUS_BY_ERROR_TYPE
+from ragattn_api.errors import STATUS_BY_ERROR_TYPE
 
 pytestmark = pytest.mark.anyio
 

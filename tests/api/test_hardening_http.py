@@ -17,7 +17,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-import api.auth
+import ragattn_api.auth
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api import create_app
+from ragattn_api import create_app
 from ragattn.settings import Settings
 
 pytestmark = pytest.mark.slow

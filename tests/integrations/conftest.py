@@ -61,7 +61,7 @@ def corpus() -> Corpus:
 @pytest.fixture(scope="session")
 def server_url(reranker: Any, compressor: Any, live_server: Any) -> Iterator[str]:
     """A live service (API key required) over the session's engines."""
-    from api import create_app
+    from ragattn_api import create_app
     from ragattn.settings import Settings
 
     app = create_app(Settings(api_keys=(API_KEY,)), reranker=reranker, compressor=compressor)

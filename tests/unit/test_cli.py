@@ -68,10 +68,10 @@ def test_method_help_reads_the_registries() -> None:
 
 
 def test_serve_is_the_services_command_found_by_entry_point() -> None:
-    import api.cli
+    import ragattn_api.cli
 
     command = next(c for c in app.registered_commands if c.name == "serve")
-    assert command.callback is api.cli.serve
+    assert command.callback is ragattn_api.cli.serve
 
 
 def test_a_command_with_a_missing_dependency_fails_alone_with_its_message() -> None:

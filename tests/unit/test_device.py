@@ -227,7 +227,7 @@ async def test_health_and_ready_say_where_the_proxy_runs(reranker: Any, compress
     pytest.importorskip("litestar")
     from litestar.testing import AsyncTestClient
 
-    from api import create_app
+    from ragattn_api import create_app
 
     app = create_app(Settings(device="cpu"), reranker=reranker, compressor=compressor)
     async with AsyncTestClient(app=app) as c:
@@ -246,7 +246,7 @@ async def test_service_on_a_missing_device_fails_its_load_with_the_message() -> 
     pytest.importorskip("litestar")
     from litestar.testing import AsyncTestClient
 
-    from api import create_app
+    from ragattn_api import create_app
 
     app = create_app(Settings(device="cuda"))
     async with AsyncTestClient(app=app) as c:

@@ -62,7 +62,7 @@ LAYERS: dict[str, int] = {
     "ragattn.pipeline": 4,
     # 5: training, head detection, evaluation, benchmarks, model cards
     "ragattn.lab": 5,
-    # 6: edges (the service, api/, is the other edge and lives outside the package)
+    # 6: edges (the service, ragattn_api/, is the other edge and lives outside the package)
     "ragattn.batch.command": 6,
     "ragattn.cli": 6,
 }
@@ -72,7 +72,7 @@ package facade only, not a default for modules missing here."""
 RUNTIME_TOP = 4
 LAB_ONLY = ("sklearn", "tqdm", "peft")
 """Third-party packages only the lab may import."""
-NEVER = ("litestar", "api")
+NEVER = ("litestar", "ragattn_api")
 """Packages no module of ``ragattn`` imports: the service is an edge beside the CLI."""
 APART = (("ragattn.rerank", "ragattn.compress"), ("ragattn.compress", "ragattn.rerank"))
 
@@ -250,7 +250,7 @@ def test_importing_the_library_loads_no_training_web_or_lab_code() -> None:
         "from ragattn import Compressor, Reranker\n"
         "loaded = [m for m in sys.modules if sys.modules[m] is not None]\n"
         "print(sorted(m for m in loaded if m.split('.')[0] in ('sklearn', 'tqdm', 'litestar', "
-        "'api') or m == 'ragattn.lab' or m.startswith(('ragattn.lab.', 'ragattn.cli.')) "
+        "'ragattn_api') or m == 'ragattn.lab' or m.startswith(('ragattn.lab.', 'ragattn.cli.')) "
         "or m == 'ragattn.cli'))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

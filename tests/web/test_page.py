@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from api import create_app
-from api.routes.page import STATIC_DIR
+from ragattn_api import create_app
+from ragattn_api.routes.page import STATIC_DIR
 from ragattn.demo import DOCUMENTS, QUERY
 from ragattn.settings import Settings
 

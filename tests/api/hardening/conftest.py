@@ -1,9 +1,9 @@
 """Fixtures for the hardening tests: the production server config on loopback, raw sockets, and
 server subprocesses.
 
-``production_server`` runs an app under :func:`api.server.build_server` (the ``serve`` command's
+``production_server`` runs an app under :func:`ragattn_api.server.build_server` (the ``serve`` command's
 uvicorn config: forwarded headers only from trusted proxies, the header cap, JSON errors for bad
-HTTP, drain on shutdown) in a thread; ``spawn_server`` starts ``python -m api.server`` as a
+HTTP, drain on shutdown) in a thread; ``spawn_server`` starts ``python -m ragattn_api.server`` as a
 subprocess for the tests that need signals or two processes.
 """
 
@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
-from api.server import build_server
+from ragattn_api.server import build_server
 from ragattn.settings import Settings
 
 
@@ -61,7 +61,7 @@ def production_server(reranker: Any, compressor: Any) -> Callable[..., Any]:
 
     Engines are the session's (already loaded); ``reranker=`` swaps in a test double.
     """
-    from api import create_app
+    from ragattn_api import create_app
 
     @contextmanager
     def start(**overrides: Any) -> Iterator[Live]:
@@ -134,7 +134,7 @@ class Spawned:
 
 @pytest.fixture
 def spawn_server(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Callable[..., Spawned]]:
-    """``spawn_server(**env)``: ``python -m api.server`` with ``RAGATTN_*`` from ``env``, started
+    """``spawn_server(**env)``: ``python -m ragattn_api.server`` with ``RAGATTN_*`` from ``env``, started
     and ready (``/ready`` 200); every one is killed after the test if it still runs."""
     started: list[Spawned] = []
 
@@ -152,7 +152,7 @@ def spawn_server(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Calla
         }
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "api.server"], env=environ, stdout=out, stderr=out
+                [sys.executable, "-m", "ragattn_api.server"], env=environ, stdout=out, stderr=out
             )
         spawned = Spawned(proc=proc, url=f"http://127.0.0.1:{port}", port=port, log=log)
         started.append(spawned)

@@ -13,8 +13,8 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from api.routes.page import ASSETS
-from api.schemas import NOT_SPACE
+from ragattn_api.routes.page import ASSETS
+from ragattn_api.schemas import NOT_SPACE
 
 pytestmark = pytest.mark.anyio
 

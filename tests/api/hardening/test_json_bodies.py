@@ -16,7 +16,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from api.body import MAX_JSON_DEPTH, nesting_exceeds
+from ragattn_api.body import MAX_JSON_DEPTH, nesting_exceeds
 
 pytestmark = pytest.mark.anyio
 

@@ -1,4 +1,4 @@
-"""Issue 16 §5 and §9 on a real ``python -m api.server`` process.
+"""Issue 16 §5 and §9 on a real ``python -m ragattn_api.server`` process.
 
 - ``/ready`` says 200 only after warm-up requests of each kind ran: the first eight concurrent
   requests after it are all answered within a 3 s deadline.

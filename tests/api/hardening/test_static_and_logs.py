@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from api.logsafe import clean
+from ragattn_api.logsafe import clean
 
 pytestmark = pytest.mark.slow
 

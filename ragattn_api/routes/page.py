@@ -1,6 +1,6 @@
 """The browser page: ``GET /`` and its assets under ``/static``, plus the built-in example.
 
-The page is plain HTML, CSS and dependency-free JavaScript in ``api/static/``; it calls the public
+The page is plain HTML, CSS and dependency-free JavaScript in ``ragattn_api/static/``; it calls the public
 JSON routes (``/v2/rerank``, ``/v1/compress``) like any other client, so it needs no API of its own.
 It is public even when API keys are configured: it holds no data, and its requests carry the key
 the user types in. The Content-Security-Policy allows only same-origin scripts, styles and fetches,
@@ -54,7 +54,7 @@ def demo_example() -> dict[str, object]:
 ASSETS: dict[str, Path] = {
     p.name: p for p in sorted(STATIC_DIR.iterdir()) if p.is_file() and p.name != "index.html"
 }
-"""The files ``/static/<name>`` serves: exactly those in ``api/static/``, by name."""
+"""The files ``/static/<name>`` serves: exactly those in ``ragattn_api/static/``, by name."""
 
 _MEDIA_TYPES = {
     ".js": "text/javascript",

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
-from api.errors import DeadlineExceededError
-from api.schemas import (
+from ragattn_api.errors import DeadlineExceededError
+from ragattn_api.schemas import (
     AskRequest,
     AskResponse,
     CompressRequest,
@@ -41,8 +41,8 @@ from api.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
-from api.tenancy import current_partition
-from api.worker import ModelWorker
+from ragattn_api.tenancy import current_partition
+from ragattn_api.worker import ModelWorker
 from ragattn.cache import Cache, cache_key, cached_value, storing
 from ragattn.contract import VerbArgs
 from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError

@@ -25,14 +25,14 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
-from api.errors import (
+from ragattn_api.errors import (
     ClientDisconnectedError,
     HeadersTooLargeError,
     RequestTimeoutError,
     ShuttingDownError,
 )
-from api.logsafe import clean
-from api.openapi import DOCS_CONTENT_SECURITY_POLICY, DOCS_PATH
+from ragattn_api.logsafe import clean
+from ragattn_api.openapi import DOCS_CONTENT_SECURITY_POLICY, DOCS_PATH
 from ragattn.errors import InvalidInputError
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from api.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
+from ragattn_api.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from ragattn.cancel import DEADLINE, CancelToken, cancel_scope
 from ragattn.errors import WorkCancelledError
 

@@ -6,10 +6,10 @@ from typing import Any
 
 from litestar import Controller, Request, Response, post
 
-from api.body import ignored_fields
-from api.errors import MODEL_ROUTE_RESPONSES
-from api.schemas import RerankRequest, RerankResponse
-from api.service import Service
+from ragattn_api.body import ignored_fields
+from ragattn_api.errors import MODEL_ROUTE_RESPONSES
+from ragattn_api.schemas import RerankRequest, RerankResponse
+from ragattn_api.service import Service
 
 CACHE_HEADER = "x-ragattn-cache"
 

@@ -6,16 +6,16 @@ from typing import Any
 
 from litestar import Controller, Request, Response, post
 
-from api.body import ignored_fields
-from api.errors import MODEL_ROUTE_RESPONSES
-from api.routes.rerank import with_cache_header
-from api.schemas import (
+from ragattn_api.body import ignored_fields
+from ragattn_api.errors import MODEL_ROUTE_RESPONSES
+from ragattn_api.routes.rerank import with_cache_header
+from ragattn_api.schemas import (
     CompressRequest,
     CompressResponse,
     RerankCompressRequest,
     RerankCompressResponse,
 )
-from api.service import Service
+from ragattn_api.service import Service
 
 
 class CompressController(Controller):

@@ -25,8 +25,8 @@ from typing import Any
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from api.errors import RateLimitedError, UnauthorizedError
-from api.tenancy import key_partition, set_partition
+from ragattn_api.errors import RateLimitedError, UnauthorizedError
+from ragattn_api.tenancy import key_partition, set_partition
 
 PUBLIC_PREFIXES = ("/schema",)
 _CLIENT_STATE = "ragattn.client"

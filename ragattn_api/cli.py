@@ -2,7 +2,7 @@
 
 The command lives with the service so that the core library never imports the web framework; the
 ``ragattn`` command line finds it through the ``ragattn.commands`` entry point
-(``serve = "api.cli:serve"`` in pyproject.toml). litestar and uvicorn are imported only when the
+(``serve = "ragattn_api.cli:serve"`` in pyproject.toml). litestar and uvicorn are imported only when the
 command runs, so ``ragattn --help`` and installs without the ``[api]`` extra still work.
 """
 
@@ -36,7 +36,7 @@ def serve(
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from exc
     # The server rules (trusted proxies, header cap, drain on SIGTERM) live in api.server.
-    from api.server import serve as run_server
+    from ragattn_api.server import serve as run_server
 
     error = run_server(settings)
     if error is not None:

@@ -15,8 +15,8 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ExceptionHandlersMap
 
-from api.logsafe import clean
-from api.schemas import ErrorResponse
+from ragattn_api.logsafe import clean
+from ragattn_api.schemas import ErrorResponse
 from ragattn.errors import (
     InvalidInputError,
     MissingDependencyError,

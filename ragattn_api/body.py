@@ -31,7 +31,7 @@ from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from api.errors import UnsupportedMediaTypeError
+from ragattn_api.errors import UnsupportedMediaTypeError
 from ragattn.errors import InvalidInputError
 
 MAX_JSON_DEPTH = 32

@@ -131,7 +131,7 @@ def build_server(
 
     A model that fails to load in the background stops the server (``app.state.load_error``).
     """
-    from api.app import create_app
+    from ragattn_api.app import create_app
 
     app = app if app is not None else create_app(settings)
     server = Server(uvicorn_config(app, settings, **overrides), app)

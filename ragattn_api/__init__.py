@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from api.app import create_app
+from ragattn_api.app import create_app
 
 __all__ = ["create_app"]

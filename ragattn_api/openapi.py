@@ -1,7 +1,7 @@
 """The OpenAPI document and its pages: as strict as the server, readable offline.
 
 ``/schema`` and ``/schema/swagger`` render Swagger UI from files served by the app itself
-(``api/static/swagger-ui-*``, Swagger UI 5.33.1 from the ``drf-spectacular-sidecar`` wheel, Apache
+(``ragattn_api/static/swagger-ui-*``, Swagger UI 5.33.1 from the ``drf-spectacular-sidecar`` wheel, Apache
 2.0, its licence beside them), so the pages work without any CDN. ``/schema/openapi.json`` is the
 document. With API keys configured it declares a Bearer security scheme on every model route.
 
@@ -21,7 +21,7 @@ from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, Yaml
 from litestar.openapi.spec import Components, OpenAPI, OpenAPIType, Schema, SecurityScheme
 
 import ragattn
-from api.errors import error_response
+from ragattn_api.errors import error_response
 from ragattn.settings import Settings
 
 SECURITY_SCHEME = "bearer"
@@ -119,7 +119,7 @@ def _numeric_bounds(schemas: dict[str, Any]) -> None:
     """
     import msgspec
 
-    from api import schemas as wire
+    from ragattn_api import schemas as wire
 
     targets = {
         "ge": "minimum",

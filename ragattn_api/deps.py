@@ -5,8 +5,8 @@ from __future__ import annotations
 from litestar.datastructures import State
 from litestar.di import Provide
 
-from api.metrics import Metrics
-from api.service import Service
+from ragattn_api.metrics import Metrics
+from ragattn_api.service import Service
 from ragattn.errors import NotReadyError
 
 

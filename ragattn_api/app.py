@@ -19,23 +19,23 @@ from typing import Any
 import anyio.to_thread
 from litestar import Litestar, Router
 
-from api.auth import ApiKeyGuard, RateLimiter, RateLimitGuard
-from api.body import StrictRequest, require_json
-from api.deps import DEPENDENCIES
-from api.disconnect import cancel_on_disconnect
-from api.edge import Drain, add_response_headers, edge_middleware
-from api.errors import EXCEPTION_HANDLERS
-from api.metrics import Metrics
-from api.openapi import json_not_found, openapi_config, security_requirement, tighten
-from api.routes.ask import AskController
-from api.routes.compress import CompressController, RerankCompressController
-from api.routes.health import HealthController
-from api.routes.page import PAGE_HANDLERS
-from api.routes.rerank import RerankController
-from api.routes.retrieve import RetrieveController
-from api.service import CompressorFactory, Service
-from api.tenancy import PartitionedCache
-from api.worker import ModelWorker
+from ragattn_api.auth import ApiKeyGuard, RateLimiter, RateLimitGuard
+from ragattn_api.body import StrictRequest, require_json
+from ragattn_api.deps import DEPENDENCIES
+from ragattn_api.disconnect import cancel_on_disconnect
+from ragattn_api.edge import Drain, add_response_headers, edge_middleware
+from ragattn_api.errors import EXCEPTION_HANDLERS
+from ragattn_api.metrics import Metrics
+from ragattn_api.openapi import json_not_found, openapi_config, security_requirement, tighten
+from ragattn_api.routes.ask import AskController
+from ragattn_api.routes.compress import CompressController, RerankCompressController
+from ragattn_api.routes.health import HealthController
+from ragattn_api.routes.page import PAGE_HANDLERS
+from ragattn_api.routes.rerank import RerankController
+from ragattn_api.routes.retrieve import RetrieveController
+from ragattn_api.service import CompressorFactory, Service
+from ragattn_api.tenancy import PartitionedCache
+from ragattn_api.worker import ModelWorker
 from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
 from ragattn.errors import ConfigError, MissingDependencyError, ModelLoadError
 from ragattn.fingerprint import model_fingerprint
@@ -211,7 +211,7 @@ def create_app(
         ConfigError: invalid ``RAGATTN_*`` values (when ``settings`` is None).
     """
     settings = settings if settings is not None else Settings.from_env()
-    for name in ("ragattn", "api"):
+    for name in ("ragattn", "ragattn_api"):
         logging.getLogger(name).setLevel(settings.log_level)
     metrics = Metrics()
     drain = Drain()

@@ -13,7 +13,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
-from api.logsafe import clean
+from ragattn_api.logsafe import clean
 
 if TYPE_CHECKING:
     from litestar.types import ASGIApp, Message, Receive, Scope, Send

@@ -6,11 +6,11 @@ from typing import Any
 
 from litestar import Controller, Request, Response, post
 
-from api.body import ignored_fields
-from api.errors import ASK_RESPONSES
-from api.routes.rerank import with_cache_header
-from api.schemas import AskRequest, AskResponse
-from api.service import Service
+from ragattn_api.body import ignored_fields
+from ragattn_api.errors import ASK_RESPONSES
+from ragattn_api.routes.rerank import with_cache_header
+from ragattn_api.schemas import AskRequest, AskResponse
+from ragattn_api.service import Service
 
 
 class AskController(Controller):
