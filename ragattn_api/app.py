@@ -19,6 +19,11 @@ from typing import Any
 import anyio.to_thread
 from litestar import Litestar, Router
 
+from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
+from ragattn.errors import ConfigError, MissingDependencyError, ModelLoadError
+from ragattn.fingerprint import model_fingerprint
+from ragattn.limits import LimitChecker, Limits
+from ragattn.settings import Settings
 from ragattn_api.auth import ApiKeyGuard, RateLimiter, RateLimitGuard
 from ragattn_api.body import StrictRequest, require_json
 from ragattn_api.deps import DEPENDENCIES
@@ -36,11 +41,6 @@ from ragattn_api.routes.retrieve import RetrieveController
 from ragattn_api.service import CompressorFactory, Service
 from ragattn_api.tenancy import PartitionedCache
 from ragattn_api.worker import ModelWorker
-from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
-from ragattn.errors import ConfigError, MissingDependencyError, ModelLoadError
-from ragattn.fingerprint import model_fingerprint
-from ragattn.limits import LimitChecker, Limits
-from ragattn.settings import Settings
 
 logger = logging.getLogger(__name__)
 

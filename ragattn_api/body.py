@@ -31,8 +31,8 @@ from litestar import Request
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from ragattn_api.errors import UnsupportedMediaTypeError
 from ragattn.errors import InvalidInputError
+from ragattn_api.errors import UnsupportedMediaTypeError
 
 MAX_JSON_DEPTH = 32
 """Deepest nesting of arrays and objects accepted in a body (the API's own shapes need 4)."""

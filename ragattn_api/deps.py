@@ -5,9 +5,9 @@ from __future__ import annotations
 from litestar.datastructures import State
 from litestar.di import Provide
 
+from ragattn.errors import NotReadyError
 from ragattn_api.metrics import Metrics
 from ragattn_api.service import Service
-from ragattn.errors import NotReadyError
 
 
 def provide_service(state: State) -> Service:

@@ -25,6 +25,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from ragattn.errors import InvalidInputError
 from ragattn_api.errors import (
     ClientDisconnectedError,
     HeadersTooLargeError,
@@ -33,7 +34,6 @@ from ragattn_api.errors import (
 )
 from ragattn_api.logsafe import clean
 from ragattn_api.openapi import DOCS_CONTENT_SECURITY_POLICY, DOCS_PATH
-from ragattn.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from litestar.types import ASGIApp, Message, Receive, Scope, Send

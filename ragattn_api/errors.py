@@ -15,8 +15,6 @@ from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.types import ExceptionHandlersMap
 
-from ragattn_api.logsafe import clean
-from ragattn_api.schemas import ErrorResponse
 from ragattn.errors import (
     InvalidInputError,
     MissingDependencyError,
@@ -24,6 +22,8 @@ from ragattn.errors import (
     OverloadedError,
     RagattnError,
 )
+from ragattn_api.logsafe import clean
+from ragattn_api.schemas import ErrorResponse
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, Yaml
 from litestar.openapi.spec import Components, OpenAPI, OpenAPIType, Schema, SecurityScheme
 
 import ragattn
-from ragattn_api.errors import error_response
 from ragattn.settings import Settings
+from ragattn_api.errors import error_response
 
 SECURITY_SCHEME = "bearer"
 _ASSETS = "/static"

@@ -27,6 +27,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from ragattn.cache import Cache, cache_key, cached_value, storing
+from ragattn.contract import VerbArgs
+from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError
+from ragattn.limits import CheckedInput, LimitChecker
+from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
+from ragattn.settings import Settings
+from ragattn.types import Document
 from ragattn_api.errors import DeadlineExceededError
 from ragattn_api.schemas import (
     AskRequest,
@@ -43,13 +50,6 @@ from ragattn_api.schemas import (
 )
 from ragattn_api.tenancy import current_partition
 from ragattn_api.worker import ModelWorker
-from ragattn.cache import Cache, cache_key, cached_value, storing
-from ragattn.contract import VerbArgs
-from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError
-from ragattn.limits import CheckedInput, LimitChecker
-from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
-from ragattn.settings import Settings
-from ragattn.types import Document
 
 if TYPE_CHECKING:
     from ragattn.compress import Compressor

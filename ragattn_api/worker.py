@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from ragattn_api.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 from ragattn.cancel import DEADLINE, CancelToken, cancel_scope
 from ragattn.errors import WorkCancelledError
+from ragattn_api.errors import DeadlineExceededError, QueueFullError, ShuttingDownError
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

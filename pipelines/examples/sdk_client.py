@@ -40,8 +40,8 @@ def local_service(reranker: Reranker, compressor: Compressor) -> Iterator[str]:
     """The ragattn service over these engines, on 127.0.0.1 and a free port; yields its URL."""
     import uvicorn
 
-    from ragattn_api.app import create_app
     from ragattn.settings import Settings
+    from ragattn_api.app import create_app
 
     app = create_app(Settings(log_level="WARNING"), reranker=reranker, compressor=compressor)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))

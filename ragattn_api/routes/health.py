@@ -5,11 +5,11 @@ from __future__ import annotations
 from litestar import Controller, HttpMethod, MediaType, Response, get, route
 from litestar.datastructures import State
 
+from ragattn.errors import NotReadyError
 from ragattn_api.errors import PROBE_RESPONSES
 from ragattn_api.metrics import Metrics
 from ragattn_api.schemas import HealthResponse, ReadyResponse
 from ragattn_api.service import Service
-from ragattn.errors import NotReadyError
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4"
 

@@ -15,8 +15,8 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from ragattn_api import create_app
 from ragattn.settings import Settings
+from ragattn_api import create_app
 
 
 @pytest.fixture(scope="session")

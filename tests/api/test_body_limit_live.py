@@ -26,8 +26,8 @@ PLANNED = 20 * 1024 * 1024  # what the client would send if nobody stopped it
 
 @pytest.fixture(scope="module")
 def server(reranker: Any, compressor: Any, live_server: Any) -> Iterator[tuple[str, int]]:
-    from ragattn_api import create_app
     from ragattn.settings import Settings
+    from ragattn_api import create_app
 
     app = create_app(Settings(max_body_bytes=LIMIT), reranker=reranker, compressor=compressor)
     with live_server(app) as url:

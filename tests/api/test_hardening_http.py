@@ -17,8 +17,6 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-import ragattn_api.auth
-
 pytestmark = pytest.mark.anyio
 
 KEY = "hardening-key-1"

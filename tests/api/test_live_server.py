@@ -7,8 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ragattn_api import create_app
 from ragattn.settings import Settings
+from ragattn_api import create_app
 
 pytestmark = pytest.mark.slow
 

@@ -61,8 +61,8 @@ def corpus() -> Corpus:
 @pytest.fixture(scope="session")
 def server_url(reranker: Any, compressor: Any, live_server: Any) -> Iterator[str]:
     """A live service (API key required) over the session's engines."""
-    from ragattn_api import create_app
     from ragattn.settings import Settings
+    from ragattn_api import create_app
 
     app = create_app(Settings(api_keys=(API_KEY,)), reranker=reranker, compressor=compressor)
     with live_server(app) as url:

@@ -10,10 +10,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ragattn_api import create_app
-from ragattn_api.routes.page import STATIC_DIR
 from ragattn.demo import DOCUMENTS, QUERY
 from ragattn.settings import Settings
+from ragattn_api import create_app
+from ragattn_api.routes.page import STATIC_DIR
 
 pytestmark = pytest.mark.slow
 

@@ -25,8 +25,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ragattn_api.server import build_server
 from ragattn.settings import Settings
+from ragattn_api.server import build_server
 
 
 @dataclass
