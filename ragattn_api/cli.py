@@ -2,8 +2,8 @@
 
 The command lives with the service so that the core library never imports the web framework; the
 ``ragattn`` command line finds it through the ``ragattn.commands`` entry point
-(``serve = "ragattn_api.cli:serve"`` in pyproject.toml). litestar and uvicorn are imported only when the
-command runs, so ``ragattn --help`` and installs without the ``[api]`` extra still work.
+(``serve = "ragattn_api.cli:serve"`` in pyproject.toml). litestar and uvicorn are imported only
+when the command runs, so ``ragattn --help`` and installs without the ``[api]`` extra still work.
 """
 
 from __future__ import annotations

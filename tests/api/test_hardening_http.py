@@ -17,6 +17,8 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+import ragattn_api.auth
+
 pytestmark = pytest.mark.anyio
 
 KEY = "hardening-key-1"
@@ -106,13 +108,13 @@ async def test_keys_are_compared_in_constant_time_against_every_key(
     make_app: Callable[..., Litestar], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[tuple[bytes, bytes]] = []
-    real = api.auth.hmac.compare_digest
+    real = ragattn_api.auth.hmac.compare_digest
 
     def spy(a: bytes, b: bytes) -> bool:
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(api.auth.hmac, "compare_digest", spy)
+    monkeypatch.setattr(ragattn_api.auth.hmac, "compare_digest", spy)
     async with AsyncTestClient(app=make_app(api_keys=(KEY, OTHER_KEY))) as c:
         resp = await c.post("/v2/rerank", json={}, headers={"Authorization": f"Bearer {KEY}"})
     assert resp.status_code == 400  # authorised, then the empty body is refused

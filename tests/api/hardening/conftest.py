@@ -1,7 +1,8 @@
 """Fixtures for the hardening tests: the production server config on loopback, raw sockets, and
 server subprocesses.
 
-``production_server`` runs an app under :func:`ragattn_api.server.build_server` (the ``serve`` command's
+``production_server`` runs an app under :func:`ragattn_api.server.build_server` (the ``serve``
+command's
 uvicorn config: forwarded headers only from trusted proxies, the header cap, JSON errors for bad
 HTTP, drain on shutdown) in a thread; ``spawn_server`` starts ``python -m ragattn_api.server`` as a
 subprocess for the tests that need signals or two processes.
@@ -134,8 +135,8 @@ class Spawned:
 
 @pytest.fixture
 def spawn_server(tmp_path: Path, free_port: Callable[[], int]) -> Iterator[Callable[..., Spawned]]:
-    """``spawn_server(**env)``: ``python -m ragattn_api.server`` with ``RAGATTN_*`` from ``env``, started
-    and ready (``/ready`` 200); every one is killed after the test if it still runs."""
+    """``spawn_server(**env)``: ``python -m ragattn_api.server`` with ``RAGATTN_*`` from ``env``,
+    started and ready (``/ready`` 200); every one is killed after the test if it still runs."""
     started: list[Spawned] = []
 
     def start(name: str = "server", ready: bool = True, **env: str) -> Spawned:
