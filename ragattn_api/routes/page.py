@@ -1,7 +1,8 @@
 """The browser page: ``GET /`` and its assets under ``/static``, plus the built-in example.
 
 The page is plain HTML, CSS and dependency-free JavaScript in ``ragattn_api/static/``; it calls
-the public JSON routes (``/v2/rerank``, ``/v1/compress``) like any other client, so it needs no API of its own.
+the public JSON routes (``/v2/rerank``, ``/v1/compress``) like any other client, so it needs no API
+of its own.
 It is public even when API keys are configured: it holds no data, and its requests carry the key
 the user types in. The Content-Security-Policy allows only same-origin scripts, styles and fetches,
 so the page cannot silently depend on a CDN.
