@@ -3,7 +3,8 @@
 ``/schema`` and ``/schema/swagger`` render Swagger UI from files served by the app itself
 (``ragattn_api/static/swagger-ui-*``, Swagger UI 5.33.1 from the ``drf-spectacular-sidecar``
 wheel, Apache 2.0, its licence beside them), so the pages work without any CDN.
-``/schema/openapi.json`` is the document. With API keys configured it declares a Bearer security scheme on every model route.
+``/schema/openapi.json`` is the document. With API keys configured it declares a Bearer security
+scheme on every model route.
 
 The pages run no inline script (Swagger UI starts from ``/static/swagger-init.js`` and fetches the
 document), so they are sent with :data:`DOCS_CONTENT_SECURITY_POLICY` (scripts from this origin
