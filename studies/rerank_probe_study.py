@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -45,16 +47,32 @@ def columns(table: rp.ListTable, kinds: str, layers: int | None) -> rp.ListTable
     return rp.restrict(table, kinds=chosen, layers=layers)
 
 
+def cached_table(name: str, build: Callable[[], rp.ListTable]) -> rp.ListTable:
+    """``build()``, pickled under ``~/.cache/ragattn/rerank-tables`` (pooling reads every list's
+    sentence split and MiniLM scores: minutes; the table is a function of the store's contents)."""
+    folder = Path.home() / ".cache" / "ragattn" / "rerank-tables"
+    path = folder / f"{name}.pkl"
+    if path.is_file():
+        return pickle.loads(path.read_bytes())
+    table = build()
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(pickle.dumps(table))
+    return table
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--data", type=Path, default=Path("../shared/data"))
     ap.add_argument("--proxy", default="smollm2-135m")
     ap.add_argument("--limit", type=int, default=None, help="first N training lists (in order)")
     ap.add_argument("--learners", default="minilm,logreg,logreg+minilm,l1,residual,lambdamart")
-    ap.add_argument("--kinds", default="all", help="pooled kinds, e.g. mass:query,best:query")
-    ap.add_argument("--layers", type=int, default=None, help="read only layers < N")
+    ap.add_argument(
+        "--kinds", default="all", help="';'-separated variants of pooled kinds, e.g. all;mass:query"
+    )
+    ap.add_argument("--layers", default="all", help="comma-separated depths (layers < N)")
     ap.add_argument("--curve", default="", help="training-list counts for a learning curve")
     ap.add_argument("--no-dev", action="store_true")
+    ap.add_argument("--table-cache", action="store_true", help="pickle the pooled tables")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -66,13 +84,17 @@ def main() -> None:
     train_lists = rl.cached_lists("train-128", lambda: rl.round_robin(args.data, proxy.tokenizer))[
         : args.limit
     ]
-    train = columns(
-        rp.build_table(rf.extract(store, train_lists, cached_only=True, progress=False)),
-        args.kinds,
-        args.layers,
+
+    def table(name: str, build: Callable[[], rp.ListTable]) -> rp.ListTable:
+        return cached_table(name, build) if args.table_cache else build()
+
+    train_all = table(
+        f"train-{args.limit}",
+        lambda: rp.build_table(rf.extract(store, train_lists, cached_only=True, progress=False)),
     )
-    transfer = columns(
-        rp.build_table(
+    transfer_all = table(
+        "transfer",
+        lambda: rp.build_table(
             rf.extract(
                 store,
                 rl.cached_lists(
@@ -83,14 +105,13 @@ def main() -> None:
                 progress=False,
             )
         ),
-        args.kinds,
-        args.layers,
     )
-    dev = (
-        rp.ListTable(names=train.names, lists=())
+    dev_all = (
+        rp.ListTable(names=train_all.names, lists=())
         if args.no_dev
-        else columns(
-            rp.build_table(
+        else table(
+            "dev",
+            lambda: rp.build_table(
                 rf.extract(
                     store,
                     rl.cached_lists(
@@ -100,25 +121,36 @@ def main() -> None:
                     progress=False,
                 )
             ),
-            args.kinds,
-            args.layers,
         )
     )
+    train = train_all
     counts = {s: sum(r.source == s for r in train.lists) for s in train.sources()}
     print(
-        f"training lists: {len(train.lists)} {json.dumps(counts)}; transfer {len(transfer.lists)};"
-        f" dev {len(dev.lists)}; features {len(train.names)}; loaded in {time.perf_counter() - started:.0f}s",
+        f"training lists: {len(train.lists)} {json.dumps(counts)}; "
+        f"transfer {len(transfer_all.lists)}; dev {len(dev_all.lists)}; "
+        f"features {len(train.names)}; loaded in {time.perf_counter() - started:.0f}s",
         flush=True,
     )
     results = []
     sizes = [int(x) for x in args.curve.split(",") if x] or [len(train.lists)]
-    for size in sizes:
+    variants = [
+        (kinds, int(layers) if layers not in ("", "all") else None)
+        for kinds in args.kinds.split(";")
+        for layers in args.layers.split(",")
+    ]
+    for (kinds, layers), size in ((v, n) for v in variants for n in sizes):
+        train = columns(train_all, kinds, layers)
+        transfer = columns(transfer_all, kinds, layers)
+        dev = columns(dev_all, kinds, layers)
+        print(f"-- kinds={kinds} layers={layers or 'all'} ({len(train.names)} columns)", flush=True)
         sub = rp.ListTable(names=train.names, lists=train.lists[:size])
         for learner in catalogue(args.learners.split(",")):
             t0 = time.perf_counter()
             loso = rp.leave_one_source_out(sub, learner)
             macro = float(np.mean(list(loso.values())))
             row = {
+                "kinds": kinds,
+                "layers": layers,
                 "lists": len(sub.lists),
                 "learner": learner.name,
                 "loso_macro": macro,
@@ -134,11 +166,12 @@ def main() -> None:
             extra = " ".join(
                 f"{k}={v:.4f}"
                 for k, v in row.items()
-                if k not in ("lists", "learner", "loso", "loso_macro", "seconds")
+                if k not in ("kinds", "layers", "lists", "learner", "loso", "loso_macro", "seconds")
             )
             per = " ".join(f"{k.split('-')[0]}={v:.3f}" for k, v in loso.items())
             print(
-                f"{len(sub.lists):5d} {learner.name:34s} LOSO={macro:.4f} [{per}] {extra} ({row['seconds']:.0f}s)",
+                f"{len(sub.lists):5d} {learner.name:34s} LOSO={macro:.4f} [{per}] {extra} "
+                f"({row['seconds']:.0f}s)",
                 flush=True,
             )
     if args.json:

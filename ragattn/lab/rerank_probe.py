@@ -177,11 +177,10 @@ def logreg_learner(c: float, *, penalty: str = "l2", with_minilm: bool = False) 
         x, y, m = _stack(table)
         if with_minilm:
             x = np.concatenate([x, m[:, None]], axis=1)
-        model = LogisticRegression(
-            C=c,
-            penalty=penalty,
-            solver="liblinear" if penalty == "l1" else "lbfgs",
-            max_iter=2000,
+        model = (
+            LogisticRegression(C=c, l1_ratio=1.0, solver="saga", max_iter=2000)
+            if penalty == "l1"
+            else LogisticRegression(C=c, max_iter=2000)
         )
         model.fit(x, y)
         w = model.coef_[0]
