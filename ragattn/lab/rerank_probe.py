@@ -295,7 +295,9 @@ def leave_one_source_out(table: ListTable, learner: Learner) -> dict[str, float]
     """nDCG@10 of each source, scored by the learner fitted on every other source."""
     out: dict[str, float] = {}
     for source in table.sources():
-        train = table.where(lambda r, s=source: r.source != s)
+        train = ListTable(
+            names=table.names, lists=tuple(r for r in table.lists if r.source != source)
+        )
         test = [r for r in table.lists if r.source == source]
         out[source] = ndcg(learner.fit(train), test)
     return out
