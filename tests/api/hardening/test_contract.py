@@ -133,15 +133,15 @@ async def test_the_docs_pages_load_nothing_from_elsewhere(client: Any) -> None:
 
 
 class _MissingModuleReranker:
-    """The real reranker on a deployment that lacks an optional module (as the Docker image did
-    without ``rank_bm25``): its scorer's import fails at request time."""
+    """The real reranker on a deployment that lacks an optional module (the ``retrieve`` extra's
+    ``bm25s``): its scorer's import fails at request time."""
 
     def __init__(self, inner: Any) -> None:
         self.proxy = inner.proxy
         self.method = inner.method
 
     def rerank(self, *args: Any, **kwargs: Any) -> Any:
-        raise ModuleNotFoundError("No module named 'rank_bm25'", name="rank_bm25")
+        raise ModuleNotFoundError("No module named 'bm25s'", name="bm25s")
 
 
 async def test_a_missing_optional_module_is_a_501_naming_the_extra(
@@ -153,7 +153,7 @@ async def test_a_missing_optional_module_is_a_501_naming_the_extra(
     assert resp.status_code == 501, resp.text
     assert resp.json() == {
         "error_type": "missing_dependency",
-        "message": "the optional module 'rank_bm25' is not installed; install it with: "
+        "message": "the optional module 'bm25s' is not installed; install it with: "
         "pip install 'ragattn[retrieve]'",
     }
 
