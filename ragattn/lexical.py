@@ -31,8 +31,12 @@ def bm25_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     the maximum (so in [0, 1]; all 0 when nothing matches)."""
     from rank_bm25 import BM25Okapi
 
-    corpus = [words(s) or ["_"] for s in texts]
-    scores = np.asarray(BM25Okapi(corpus).get_scores(words(query)), dtype=np.float64)
+    # rank-bm25 sums idf over a dict in corpus order, so its scores move in the last bit with the
+    # order of the texts; a canonical order (by text) makes them order-free to the bit.
+    order = sorted(range(len(texts)), key=lambda i: texts[i])
+    corpus = [words(texts[i]) or ["_"] for i in order]
+    scores = np.empty(len(texts), dtype=np.float64)
+    scores[order] = np.asarray(BM25Okapi(corpus).get_scores(words(query)), dtype=np.float64)
     scores = np.clip(scores, 0.0, None)
     top = scores.max() if len(scores) else 0.0
     return scores / top if top > 0 else scores

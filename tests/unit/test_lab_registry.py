@@ -11,7 +11,15 @@ from ragattn.errors import InvalidInputError
 from ragattn.lab import registry as lab
 from ragattn.rerank import METHODS as RUNTIME_RERANK
 
-SHIPPED_RERANK = {"fused", "fused-no-attention", "icr", "minilm", "minilm-hyde", "qrhead"}
+SHIPPED_RERANK = {
+    "attention-probe",
+    "fused",
+    "fused-no-attention",
+    "icr",
+    "minilm",
+    "minilm-hyde",
+    "qrhead",
+}
 SHIPPED_RERANK |= {"qrhead-reattn"}
 SHIPPED_COMPRESS = {"focal", "fused", "lexical", "sentinel"}
 
