@@ -10,14 +10,18 @@ work=$(mktemp -d /tmp/ragattn-wheel.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 python3 -m pip wheel -q --no-deps -w "$work/dist" .
 wheel=$(ls "$work"/dist/ragattn-*.whl)
-# The learned assets of the top-level models/ ride inside the package; no top-level models package.
+# The learned assets of the top-level models/ ride inside the package; the only top-level packages
+# are ragattn and ragattn_api (no models/, no bare api/).
 python3 - "$wheel" <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 probes = [n for n in names if n.startswith("ragattn/models/") and n.endswith((".npz", ".json"))]
 assert any(n.endswith("smollm2-135m/sentinel.npz") for n in probes), probes
+assert any(n.endswith("smollm2-135m/rerank-probe.npz") for n in probes), probes
 assert not any(n.startswith("models/") for n in names), "the wheel has a top-level models/"
-print(f"wheel check: {len(probes)} learned assets under ragattn/models/")
+tops = sorted({n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")})
+assert tops == ["ragattn", "ragattn_api"], f"top-level packages in the wheel: {tops}"
+print(f"wheel check: {len(probes)} learned assets under ragattn/models/; packages {tops}")
 PY
 python3 -m venv "$work/venv"
 # shellcheck disable=SC1091
