@@ -151,3 +151,13 @@ def attention_config(proxy: Proxy, *, rows: Rows, layers: int | None) -> dict[st
         "layers": proxy.num_layers if layers is None else layers,
         "dtype": "int8" if proxy.quantize == "int8" else str(proxy.dtype).removeprefix("torch."),
     }
+
+
+def unit_widths(tokenizer: Any, documents: Sequence[Document], units: Sequence[Unit]) -> np.ndarray:
+    """Each unit's width in proxy tokens (at least 1): the weight of its share when sentence
+    shares are pooled into a document's mass."""
+    texts = [documents[u.doc].text[u.start : u.end] for u in units]
+    if not texts:
+        return np.zeros(0)
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return np.array([max(1, len(x)) for x in ids], dtype=np.float64)

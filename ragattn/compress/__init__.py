@@ -32,6 +32,7 @@ from ragattn.errors import InvalidInputError, ModelLoadError
 from ragattn.lexical import dense_scores, sigmoid
 from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
+from ragattn.sentence_attention import unit_widths
 from ragattn.sentences import split_sentences
 from ragattn.types import (
     CompressedDocument,
@@ -247,12 +248,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         feats: SentenceFeatures,
     ) -> np.ndarray:
         """The document probe's raw scores from the sentence features of this call's forward."""
-        tok = self.proxy.tokenizer
-        texts = [docs[u.doc].text[u.start : u.end] for u in units]
-        widths = np.array(
-            [max(1, len(ids)) for ids in tok(texts, add_special_tokens=False)["input_ids"]],
-            dtype=np.float64,
-        )
+        widths = unit_widths(self.proxy.tokenizer, docs, units)
         names, pooled = pool_documents(
             feats.names, feats.matrix, [u.doc for u in units], widths, len(docs)
         )

@@ -27,6 +27,7 @@ from ragattn.document_probe import pool_documents as pool
 from ragattn.lab.feature_store import FeatureStore
 from ragattn.lab.rerank_lists import RankingList
 from ragattn.proxy import Proxy
+from ragattn.sentence_attention import unit_widths
 from ragattn.sentences import split_sentences
 
 LIST_CHUNK_TOKENS = 8192
@@ -84,11 +85,7 @@ def extract(
             computed += 1
             seconds += time.perf_counter() - started
             bar.set_postfix(s_per_list=f"{seconds / computed:.2f}")
-        texts = [ranking.documents[u.doc].text[u.start : u.end] for u in units]
-        widths = np.array(
-            [max(1, len(ids)) for ids in tok(texts, add_special_tokens=False)["input_ids"]],
-            dtype=np.float64,
-        )
+        widths = unit_widths(tok, ranking.documents, units)
         yield ListFeatures(ranking=ranking, features=feats, widths=widths)
 
 

@@ -27,7 +27,13 @@ from ragattn.lexical import sigmoid
 from ragattn.proxy import Proxy
 from ragattn.rerank.base import DocScores
 from ragattn.rerank.features import dense_local
-from ragattn.sentence_attention import Rows, Unit, attention_block, attention_config
+from ragattn.sentence_attention import (
+    Rows,
+    Unit,
+    attention_block,
+    attention_config,
+    unit_widths,
+)
 from ragattn.sentences import split_sentences
 from ragattn.types import Document
 
@@ -106,11 +112,7 @@ class AttentionProbeScorer:
             ]
             if not units:
                 continue
-            texts = [sub[u.doc].text[u.start : u.end] for u in units]
-            widths = np.array(
-                [max(1, len(ids)) for ids in tok(texts, add_special_tokens=False)["input_ids"]],
-                dtype=np.float64,
-            )
+            widths = unit_widths(tok, sub, units)
             matrix, names, _ = attention_block(
                 self.proxy,
                 query,

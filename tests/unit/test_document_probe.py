@@ -121,3 +121,19 @@ def test_long_documents_are_cut_and_reported(scorer: AttentionProbeScorer) -> No
         "(the probe's training length)",
     )
     assert out.windows == 1
+
+
+def test_rerank_and_compress_ranks_by_the_document_probe_of_its_own_forward(proxy: Any) -> None:
+    from ragattn import Compressor
+
+    compressor = Compressor(proxy)  # the default sentinel: its forward feeds the document probe
+    query = "What is the capital of France?"
+    ranked, out = compressor.rerank_and_compress(query, DOCS, ratio=0.5)
+    assert ranked.method.endswith(":document-probe")
+    raws = [r.raw_score for r in ranked]
+    assert raws == sorted(raws, reverse=True)
+    assert sorted(r.index for r in ranked) == list(range(len(DOCS)))  # nothing dropped
+    assert [d.index for d in out.documents] == [r.index for r in ranked]  # compressed in rank order
+    assert DOCS[ranked[0].index].text.startswith("Paris")
+    for r in ranked:
+        assert r.relevance_score == pytest.approx(1 / (1 + np.exp(-r.raw_score)))
