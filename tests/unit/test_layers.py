@@ -70,7 +70,7 @@ LAYERS: dict[str, int] = {
 package facade only, not a default for modules missing here."""
 
 RUNTIME_TOP = 4
-LAB_ONLY = ("sklearn", "tqdm", "peft")
+LAB_ONLY = ("sklearn", "tqdm", "peft", "lightgbm")
 """Third-party packages only the lab may import."""
 NEVER = ("litestar", "ragattn_api")
 """Packages no module of ``ragattn`` imports: the service is an edge beside the CLI."""

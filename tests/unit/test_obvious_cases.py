@@ -149,16 +149,19 @@ def test_readme_example_ranks_paris_first_under_every_order(default: Reranker) -
 def test_default_scores_do_not_depend_on_input_order(
     default: Reranker, case: tuple[str, str, tuple[str, ...]], data: Any
 ) -> None:
-    """Order-free methods: the same documents in any order get bit-identical scores."""
+    """Order-free methods: the same documents in any order get the same ranking and the same
+    scores. MiniLM's vectors are batch-invariant by construction (``Embedder``), but on AVX2 a
+    vector encoded in another fixed-size batch can differ in its last float32 bit (3e-8 seen), so
+    the scores are compared at 1e-6, far below any gap between the cases' documents."""
     query, relevant, distractors = case
     docs = [relevant, *distractors]
     perm = data.draw(st.permutations(range(len(docs))))
-    base = {d: (r.raw_score, r.relevance_score) for d, r in _by_text(default, query, docs)}
-    moved = {
-        d: (r.raw_score, r.relevance_score)
-        for d, r in _by_text(default, query, [docs[i] for i in perm])
-    }
-    assert moved == base
+    base_ranked = _by_text(default, query, docs)
+    moved_ranked = _by_text(default, query, [docs[i] for i in perm])
+    assert [d for d, _ in moved_ranked] == [d for d, _ in base_ranked]
+    base = {d: (r.raw_score, r.relevance_score) for d, r in base_ranked}
+    for d, r in moved_ranked:
+        assert (r.raw_score, r.relevance_score) == pytest.approx(base[d], abs=1e-6)
 
 
 @pytest.mark.parametrize("method", ["minilm", "fused-no-attention"])
