@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from tqdm import tqdm
@@ -43,11 +44,9 @@ def list_units(ranking: RankingList) -> list[Unit]:
     ]
 
 
-def store_for(root: object, proxy: Proxy) -> FeatureStore:
+def store_for(root: Path, proxy: Proxy) -> FeatureStore:
     """The feature store of ranking lists: all layers, last and query-span rows, one chunk."""
-    from pathlib import Path
-
-    return FeatureStore(Path(str(root)), proxy, rows="both", max_chunk_tokens=LIST_CHUNK_TOKENS)
+    return FeatureStore(root, proxy, rows="both", max_chunk_tokens=LIST_CHUNK_TOKENS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -78,9 +78,6 @@ class ListTable:
     def sources(self) -> list[str]:
         return list(dict.fromkeys(r.source for r in self.lists))
 
-    def where(self, keep: Callable[[RankList], bool]) -> ListTable:
-        return ListTable(names=self.names, lists=tuple(r for r in self.lists if keep(r)))
-
     def select(self, columns: np.ndarray) -> ListTable:
         return ListTable(
             names=tuple(self.names[i] for i in columns),
