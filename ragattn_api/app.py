@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -290,6 +291,12 @@ def create_app(
         service = await worker.run("load", build_service, rr, cache, worker, tokens)
         app.state.runtime = runtime_of(rr.proxy)
         app.state.service = service
+        if reranker is None:
+            # The loaded models are ~400k long-lived objects; a full collection scans them all and
+            # holds the GIL for about 0.45 s (2 cores, AVX2), which stalled every refusal of an
+            # overload burst behind it. Frozen objects are never scanned again.
+            gc.collect()
+            gc.freeze()
         logger.info(
             "ragattn service ready: %s, cache=%s, device=%s, dtype=%s",
             service.fingerprint,

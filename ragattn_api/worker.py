@@ -139,14 +139,7 @@ class ModelWorker:
         """
         token = CancelToken(deadline)
         with self._lock:
-            if self._closing:
-                raise ShuttingDownError("the server is shutting down; retry elsewhere")
-            if self._pending >= self.max_pending:
-                self.rejected += 1
-                raise QueueFullError(
-                    f"the model queue is full ({self.max_pending} jobs); retry shortly",
-                    retry_after_s=max(1, self._pending // 4),
-                )
+            self._refuse_if_full()
             self._pending += 1
             self._tokens.add(token)
         call = functools.partial(self._checked, task, functools.partial(fn, *args, **kwargs), token)
@@ -167,8 +160,21 @@ class ModelWorker:
             token.cancel("abandoned")
             raise
 
+    def _refuse_if_full(self) -> None:
+        """Raise when no job can be admitted now (call with ``_lock`` held)."""
+        if self._closing:
+            raise ShuttingDownError("the server is shutting down; retry elsewhere")
+        if self._pending >= self.max_pending:
+            self.rejected += 1
+            raise QueueFullError(
+                f"the model queue is full ({self.max_pending} jobs); retry shortly",
+                retry_after_s=max(1, self._pending // 4),
+            )
+
     async def run_once(self, key: str, compute: Callable[[], Awaitable[T]]) -> T:
         """Await ``compute()`` unless an identical job (same ``key``) is already running; share it.
+
+        A new job is refused with :class:`QueueFullError` when the queue is already full.
 
         The computation runs as its own task, so a caller that disconnects cancels only its wait;
         when the last waiter is gone the computation is cancelled too (a queued job is dropped).
@@ -177,6 +183,10 @@ class ModelWorker:
         if shared is not None:
             self.coalesced += 1
         else:
+            # A full queue refuses at once, before ``compute`` does any work of its own (the
+            # tokenizer thread's limit check): an overload burst's refusals stay cheap.
+            with self._lock:
+                self._refuse_if_full()
             shared = _Shared(asyncio.ensure_future(compute()))
             self._inflight[key] = shared
             shared.task.add_done_callback(functools.partial(self._forget, key, shared))
