@@ -74,7 +74,7 @@ class AttentionEngine:
 
     def __init__(self, proxy: Proxy) -> None:
         self.proxy = proxy
-        self._cache_kw = (
+        self.cache_kw = (
             "cache"
             if "cache" in inspect.signature(proxy.decoder.forward).parameters
             else "past_key_values"
@@ -101,10 +101,11 @@ class AttentionEngine:
                 f"{self.proxy.max_positions}"
             )
 
-    def _run(
+    def run(
         self, ids: Sequence[int], state: CaptureState, cache: Any | None, offset: int = 0
     ) -> None:
-        """One forward over ``ids`` after ``offset`` tokens already in ``cache``."""
+        """One forward over ``ids`` after ``offset`` tokens already in ``cache``, capturing what
+        ``state`` asks for (read it with :meth:`collect`)."""
         device = self.proxy.device
         state.prepare(device, offset, len(ids))
         token = ACTIVE.set(state)
@@ -113,7 +114,7 @@ class AttentionEngine:
                 input_ids = torch.tensor([list(ids)], dtype=torch.long, device=device)
                 kwargs: dict[str, Any] = {"input_ids": input_ids}
                 if cache is not None:
-                    kwargs[self._cache_kw] = cache
+                    kwargs[self.cache_kw] = cache
                     kwargs["use_cache"] = True
                 else:
                     kwargs["use_cache"] = False
@@ -122,7 +123,7 @@ class AttentionEngine:
         finally:
             ACTIVE.reset(token)
 
-    def _collect(self, state: CaptureState) -> Capture:
+    def collect(self, state: CaptureState) -> Capture:
         assert state.heads is not None  # only capturing states are collected
         parts = []
         for layer in state.heads.layers:
@@ -163,8 +164,8 @@ class AttentionEngine:
             reduce=reduce,
             stop_after=heads.deepest if early_exit else None,
         )
-        self._run(ids, state, None)
-        return self._collect(state)
+        self.run(ids, state, None)
+        return self.collect(state)
 
     def capture_shared_prefix(
         self,
@@ -191,7 +192,7 @@ class AttentionEngine:
         stop = heads.deepest if early_exit else None
         cache = DynamicCache()
         if len(prefix) > 0:
-            self._run(
+            self.run(
                 prefix, CaptureState(rows=(), heads=None, reduce="mean", stop_after=stop), cache
             )
         results = []
@@ -205,10 +206,10 @@ class AttentionEngine:
                     "captured rows must lie in the tail, after the shared prefix"
                 )
             state = CaptureState(rows=tuple(rows), heads=heads, reduce=reduce, stop_after=stop)
-            self._run(tail, state, cache, offset=len(prefix))
+            self.run(tail, state, cache, offset=len(prefix))
             # A negative crop removes that many tokens in every transformers version we support.
             cache.crop(-len(tail))
-            results.append(self._collect(state))
+            results.append(self.collect(state))
         return results
 
     def _check_rows(self, rows: Sequence[int], length: int, heads: HeadSet) -> None:

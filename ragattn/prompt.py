@@ -120,10 +120,10 @@ class BuiltPrompt:
 
     @property
     def _first_chars(self) -> list[int]:
-        return _first_non_space(self.text, self.offsets)
+        return first_non_space(self.text, self.offsets)
 
 
-def _first_non_space(text: str, offsets: Sequence[tuple[int, int]]) -> list[int]:
+def first_non_space(text: str, offsets: Sequence[tuple[int, int]]) -> list[int]:
     """Per token, the position of its first non-space character (its start if all blank).
 
     Special tokens with empty offsets (e.g. an added BOS) take the position of the next token's
@@ -170,7 +170,7 @@ def assemble(pieces: Sequence[Piece], tokenizer: Any) -> BuiltPrompt:
         cursor += len(piece.text)
     text = "".join(text_parts)
     ids, offsets = _tokenize(tokenizer, text)
-    firsts = _first_non_space(text, offsets)
+    firsts = first_non_space(text, offsets)
     if any(b < a for a, b in offsets) or any(
         offsets[i][0] < offsets[i - 1][0] for i in range(1, len(offsets))
     ):

@@ -112,7 +112,6 @@ def attention_block(
         last = len(built.input_ids) - 1
         span_rows = [last] if rows == "last" else list(range(built.query_span.start, last + 1))
         cap = engine.capture(built.input_ids, span_rows, heads, reduce="none")
-        n_ctx = max(1, ctx[1] - ctx[0])
         scored: list[int] = []
         starts: list[int] = []
         ends: list[int] = []
@@ -127,20 +126,40 @@ def attention_block(
             ends.append(span.end - ctx[0])
         if not scored:
             continue
-        lo = torch.tensor(starts, device=cap.weights.device)
-        hi = torch.tensor(ends, device=cap.weights.device)
-        width = (hi - lo).to(torch.float32)
         for b, kind in enumerate(kinds):
-            weights = cap.weights[:, -1] if kind == "last" else cap.weights.mean(dim=1)
-            share = weights[:, ctx[0] : ctx[1]]
-            share = share / share.sum(dim=-1, keepdim=True).clamp_min(1e-12)
-            share = torch.nan_to_num(share) * n_ctx  # [heads, ctx]; 1.0 = uniform reading
-            # Mean share over each unit's tokens by prefix sums: one kernel for all units.
-            csum = torch.nn.functional.pad(share.double().cumsum(dim=-1), (1, 0))
-            means = (csum[:, hi] - csum[:, lo]) / width.double()  # [heads, units]
-            out[scored, b * n_heads : (b + 1) * n_heads] = means.T.cpu().numpy()
+            out[scored, b * n_heads : (b + 1) * n_heads] = unit_shares(
+                cap.weights, kind, ctx, starts, ends
+            )
     names = tuple(f"{kind}:L{layer}H{h}" for kind in kinds for layer, h in heads.pairs)
     return np.log(out + EPS), names, len(chunks)
+
+
+def unit_shares(
+    weights: torch.Tensor,
+    kind: str,
+    ctx: tuple[int, int],
+    starts: Sequence[int],
+    ends: Sequence[int],
+) -> np.ndarray:
+    """Each unit's mean share of context attention, per head: ``[units, heads]`` float64.
+
+    ``weights`` are captured rows ``[heads, R, keys]``; ``kind`` ``"last"`` reads the last row,
+    ``"query"`` the mean of all rows. The share is renormalised over the context keys
+    ``[ctx[0], ctx[1])`` and multiplied by their number (1.0 = uniform reading); ``starts`` and
+    ``ends`` are the units' token ranges relative to ``ctx[0]``.
+    """
+    n_ctx = max(1, ctx[1] - ctx[0])
+    lo = torch.tensor(list(starts), device=weights.device)
+    hi = torch.tensor(list(ends), device=weights.device)
+    width = (hi - lo).to(torch.float32)
+    rows = weights[:, -1] if kind == "last" else weights.mean(dim=1)
+    share = rows[:, ctx[0] : ctx[1]]
+    share = share / share.sum(dim=-1, keepdim=True).clamp_min(1e-12)
+    share = torch.nan_to_num(share) * n_ctx  # [heads, ctx]; 1.0 = uniform reading
+    # Mean share over each unit's tokens by prefix sums: one kernel for all units.
+    csum = torch.nn.functional.pad(share.double().cumsum(dim=-1), (1, 0))
+    means = (csum[:, hi] - csum[:, lo]) / width.double()  # [heads, units]
+    return means.T.cpu().numpy()
 
 
 def attention_config(proxy: Proxy, *, rows: Rows, layers: int | None) -> dict[str, Any]:

@@ -137,6 +137,10 @@ def eval_compress(
     features_cache: Path | None = typer.Option(
         None, help="Keep the extracted features in this feature store folder and reuse them."
     ),
+    read_once: bool = typer.Option(
+        False,
+        help="Read passages as cached document blocks (ragattn.blocks) instead of one prompt.",
+    ),
 ) -> None:
     """Supporting-fact recall at each budget, R-precision, answer retention, achieved ratio."""
     from ragattn.lab.evaluation import baselines, datasets, harness
@@ -163,7 +167,12 @@ def eval_compress(
         from ragattn.lab.feature_store import FeatureStore
 
         store = FeatureStore(features_cache, loaded)
-    cache = FeatureCache(loaded, store, source=f"eval-{dataset}")
+    blocks = None
+    if read_once:
+        from ragattn.blocks import BlockReader
+
+        blocks = BlockReader(loaded)
+    cache = FeatureCache(loaded, store, source=f"eval-{dataset}", blocks=blocks)
     factories: dict[str, Callable[[], baselines.SentenceScorer]] = {
         "random": lambda: baselines.RandomScorer(),
         "position": lambda: baselines.PositionScorer(),

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ragattn.assets import default_models_dir, proxy_slug
+from ragattn.blocks import BlockReader, BlockStore
 from ragattn.compress.budget import select
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
@@ -75,9 +76,14 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         device: where the proxy runs: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
             ``"cuda"``, ``"cuda:N"`` or ``"mps"``; checked at once even when the method loads no
             proxy. A loaded ``proxy`` keeps its own device.
+        read_once: read each passage once and keep its keys and values (cached document blocks,
+            :mod:`ragattn.blocks`); ``True`` for a private 1 GiB store, or a shared
+            :class:`~ragattn.blocks.BlockStore`. Only for methods that read attention; the
+            features differ from one full prompt (passages do not see each other), measured in
+            BENCHMARKS.md §3.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
-            bf16 on CUDA, fp32 on CPU and MPS; ``threads`` is applied even when no proxy is
-            loaded).
+            bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
+            else fp32; ``threads`` is applied even when no proxy is loaded).
 
     Raises:
         InvalidInputError: an unknown method (the message lists the valid ones).
@@ -95,6 +101,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         device: str = "auto",
         dtype: str = "auto",
         threads: int | None = None,
+        read_once: bool | BlockStore = False,
     ) -> None:
         self.spec = method if isinstance(method, MethodSpec) else METHODS.spec(method)
         self.method = self.spec.name
@@ -107,9 +114,16 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             self._proxy.get()
         else:
             self._proxy.apply_threads()
+        self.blocks: BlockReader | None = None
+        if read_once is not False and self.spec.reads_attention:
+            store = read_once if isinstance(read_once, BlockStore) else None
+            self.blocks = BlockReader(self.proxy, store)
         self.scorer = self.spec.factory(
             ScorerInputs(
-                proxy=self._proxy.loaded, probe=self.probe, max_chunk_tokens=max_chunk_tokens
+                proxy=self._proxy.loaded,
+                probe=self.probe,
+                max_chunk_tokens=max_chunk_tokens,
+                blocks=self.blocks,
             )
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,6 +28,9 @@ from ragattn.sentence_attention import (
     plan_chunks,
 )
 from ragattn.types import Document
+
+if TYPE_CHECKING:
+    from ragattn.blocks import BlockReader
 
 __all__ = [
     "EPS",
@@ -109,8 +112,13 @@ def sentence_features(
     rows: Rows = "last",
     layers: int | None = None,
     max_chunk_tokens: int = 2048,
+    reader: BlockReader | None = None,
 ) -> SentenceFeatures:
-    """All requested feature blocks for ``units``, concatenated in a fixed order."""
+    """All requested feature blocks for ``units``, concatenated in a fixed order.
+
+    With ``reader``, the attention block reads the passages as cached document blocks
+    (:class:`ragattn.blocks.BlockReader`) instead of one full prompt.
+    """
     blocks: list[np.ndarray] = []
     names: list[str] = []
     chunks = 0
@@ -118,15 +126,20 @@ def sentence_features(
     if attention:
         if proxy is None:
             raise ConfigError("attention features need a loaded proxy")
-        block, block_names, chunks = attention_block(
-            proxy,
-            query,
-            documents,
-            units,
-            rows=rows,
-            layers=layers,
-            max_chunk_tokens=max_chunk_tokens,
-        )
+        if reader is not None:
+            block, block_names, chunks = reader.attention_block(
+                query, documents, units, rows=rows, layers=layers, max_chunk_tokens=max_chunk_tokens
+            )
+        else:
+            block, block_names, chunks = attention_block(
+                proxy,
+                query,
+                documents,
+                units,
+                rows=rows,
+                layers=layers,
+                max_chunk_tokens=max_chunk_tokens,
+            )
         blocks.append(block)
         names += block_names
         config = attention_config(proxy, rows=rows, layers=layers)

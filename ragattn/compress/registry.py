@@ -19,6 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ragattn.assets import proxy_slug
+from ragattn.blocks import BlockReader
 from ragattn.compress.features import FeatureSet
 from ragattn.compress.probe import Probe
 from ragattn.compress.scorers import FocalScorer, ProbeScorer, UnitScorer
@@ -35,6 +36,7 @@ class ScorerInputs:
     proxy: Proxy | None
     probe: Probe | None
     max_chunk_tokens: int
+    blocks: BlockReader | None = None  # read passages as cached blocks (ragattn.blocks)
 
     def loaded_proxy(self, method: str) -> Proxy:
         if self.proxy is None:
@@ -75,6 +77,7 @@ def _probe(name: str, description: str) -> CompressSpec:
             inputs.loaded_probe(name),
             features,
             max_chunk_tokens=inputs.max_chunk_tokens,
+            blocks=inputs.blocks,
         )
 
     return MethodSpec(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from ragattn.compress.focal import focal_scores
 from ragattn.compress.probe import Probe
 from ragattn.proxy import Proxy
 from ragattn.types import Document
+
+if TYPE_CHECKING:
+    from ragattn.blocks import BlockReader
 
 
 class UnitScorer(Protocol):
@@ -38,9 +41,16 @@ class ProbeScorer:
     """
 
     def __init__(
-        self, proxy: Proxy | None, probe: Probe, features: FeatureSet, *, max_chunk_tokens: int
+        self,
+        proxy: Proxy | None,
+        probe: Probe,
+        features: FeatureSet,
+        *,
+        max_chunk_tokens: int,
+        blocks: BlockReader | None = None,
     ) -> None:
         self.proxy = proxy
+        self.blocks = blocks if features.attention else None
         self.probe = probe
         layers = probe.config.get("layers")
         self.features = replace(
@@ -73,6 +83,7 @@ class ProbeScorer:
             rows=spec.rows,
             layers=spec.layers,
             max_chunk_tokens=self.max_chunk_tokens,
+            reader=self.blocks,
         )
         return self.probe.predict(feats.names, feats.matrix, feats.config), feats
 

@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     "ragattn.sentence_attention": 2,
     "ragattn.sentences": 2,
     # 3: runtime methods (learned assets are loaded here, never fitted)
+    "ragattn.blocks": 3,
     "ragattn.compress": 3,
     "ragattn.document_probe": 3,
     "ragattn.lexical": 3,

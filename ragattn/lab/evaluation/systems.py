@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ragattn.assets import default_models_dir
+from ragattn.blocks import BlockReader
 from ragattn.compress import Compressor
 from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
@@ -86,9 +87,18 @@ class FeatureCache:
     and MiniLM columns), computed once and shared by the probe methods. With a
     :class:`~ragattn.lab.feature_store.FeatureStore` they persist on disk across runs."""
 
-    def __init__(self, proxy: Proxy, store: FeatureStore | None = None, source: str = "") -> None:
+    def __init__(
+        self,
+        proxy: Proxy,
+        store: FeatureStore | None = None,
+        source: str = "",
+        blocks: BlockReader | None = None,
+    ) -> None:
+        if store is not None and blocks is not None:
+            raise ValueError("the feature store holds full-prompt features; read blocks without it")
         self.proxy = proxy
         self.store = store
+        self.blocks = blocks
         self.source = source or "eval"
         self._features: dict[tuple[str, tuple[str, ...]], SentenceFeatures] = {}
 
@@ -99,7 +109,9 @@ class FeatureCache:
             if self.store is not None:
                 feats, _ = self.store.get(self.source, question, docs, units)
             else:
-                feats = sentence_features(self.proxy, question, docs, units, rows="both")
+                feats = sentence_features(
+                    self.proxy, question, docs, units, rows="both", reader=self.blocks
+                )
             self._features[key] = feats
         return self._features[key]
 
