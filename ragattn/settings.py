@@ -44,7 +44,8 @@ class Settings:
     """Where the proxy runs: ``auto`` (CUDA, then MPS, then CPU), ``cpu``, ``cuda``, ``cuda:N`` or
     ``mps``; a device the machine lacks fails the model load with the devices it has."""
     dtype: str = "auto"
-    """Proxy weights dtype: ``auto`` (bf16 on CUDA, fp32 on CPU and MPS), ``float32`` or
+    """Proxy weights dtype: ``auto`` (bf16 where the device runs it natively: CUDA with compute
+    capability 8.0+ or a CPU with AVX-512 BF16 or AMX; fp32 elsewhere), ``float32`` or
     ``bfloat16``."""
     threads: int | None = None
     """Torch intra-op threads for the forward pass (None = torch's default)."""
@@ -52,6 +53,11 @@ class Settings:
     """Rerank method name from ``ragattn.rerank.METHODS`` (None = the library default)."""
     compress_method: str | None = None
     """Default compression method name (None = the library default); requests may override it."""
+    block_store_mb: int = 0
+    """Passages read once (:mod:`ragattn.blocks`) for the attention compress methods: the size of
+    the in-memory block store in MiB (0 = off, the default). A cached passage costs about 45 KiB
+    per proxy token (SmolLM2-135M, fp32); with the packaged probes it loses 6 points of recall on
+    HotpotQA-52 (BENCHMARKS.md, "Passages read once"), hence opt-in."""
 
     max_documents: int = 1000
     """Most documents accepted in one request; more is a 413 ``input_too_large``."""
@@ -222,6 +228,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "cache_ttl_s": _parse_int,
     "cache_max_items": _parse_int,
     "rate_limit_per_minute": _parse_int,
+    "block_store_mb": _parse_int,
     "queue_size": _parse_int,
     "port": _parse_int,
     "generator_max_tokens": _parse_int,
@@ -262,6 +269,8 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"{env('threads')} must be >= 1, got {s.threads!r}")
     if s.rate_limit_per_minute < 0:
         raise ConfigError(f"{env('rate_limit_per_minute')} must be >= 0 (0 = off)")
+    if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:
+        raise ConfigError(f"{env('block_store_mb')} must be an integer >= 0 (0 = off)")
     if not 0 < s.port < 65536:
         raise ConfigError(f"{env('port')} must be in 1..65535, got {s.port!r}")
     if not s.redis_timeout_s > 0:

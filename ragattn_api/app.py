@@ -190,9 +190,18 @@ def warm_up_requests(reranker: Any, compressor: Any | None, limits: LimitChecker
         compressor.compress(QUERY, docs[:2], ratio=0.5)
 
 
-def _compressor_factory(cls: Any) -> CompressorFactory:
+def _compressor_factory(cls: Any, block_store_mb: int = 0) -> CompressorFactory:
+    """Compressors of the service; with ``block_store_mb`` > 0 the attention methods share one
+    block store of that size (passages read once, :mod:`ragattn.blocks`)."""
+    store = None
+    if block_store_mb > 0:
+        from ragattn.blocks import BlockStore
+
+        store = BlockStore(block_store_mb << 20)
+
     def build(proxy: Any, method: str | None) -> Any:
-        return cls(proxy, method=method) if method else cls(proxy)
+        extra = {"read_once": store} if store is not None else {}
+        return cls(proxy, method=method, **extra) if method else cls(proxy, **extra)
 
     return build
 
@@ -223,7 +232,11 @@ def create_app(
 
     def build_service(rr: Any, cache: Cache, worker: ModelWorker, tokens: ModelWorker) -> Service:
         """Everything that touches the model, on a thread (seconds)."""
-        factory = _compressor_factory(compressor_cls) if compressor_cls is not None else None
+        factory = (
+            _compressor_factory(compressor_cls, settings.block_store_mb)
+            if compressor_cls is not None
+            else None
+        )
         compressors: dict[str | None, Any] = {}
         unavailable: str | None = None
         if compressor is not None:
@@ -245,6 +258,8 @@ def create_app(
             rr.proxy,
             str(getattr(rr, "method", "")),
             str(getattr(compressors.get(None), "method", "")),
+            # Blocks read once give other numbers than the full prompt: never one cache for both.
+            *(["read-once"] if settings.block_store_mb > 0 else []),
         )
         limits = Limits.from_settings(settings)
         checker = LimitChecker(rr.proxy.tokenizer, limits)

@@ -25,6 +25,7 @@ from ragattn.prompt import (
     CALIBRATION_QUERY,
     assemble,
     rerank_pieces,
+    sentinel_pieces,
     shared_prefix_length,
     with_query,
 )
@@ -182,6 +183,122 @@ def hotpot_context(data_dir: Path, target_tokens: int, proxy: Proxy) -> tuple[st
             if total >= target_tokens:
                 return query, docs
     return query, docs
+
+
+def naive_sentinel(proxy: Proxy, query: str, docs: Sequence[Document]) -> torch.Tensor:
+    """One full eager pass of the Sentinel prompt with ``output_attentions`` over all layers; the
+    last row's attention to the context, summed over heads and layers (the naive reading)."""
+    built = assemble(sentinel_pieces(query, docs, family=proxy.chat_family), proxy.tokenizer)
+    model = proxy.model
+    model.set_attn_implementation("eager")
+    try:
+        ids = torch.tensor([list(built.input_ids)], device=proxy.device)
+        with torch.inference_mode():
+            out = model(input_ids=ids, output_attentions=True)
+    finally:
+        model.set_attn_implementation("ragattn_sdpa")
+    return sum(a[0, :, -1, : built.query_span.start].sum(dim=0) for a in out.attentions)
+
+
+def distinct_contexts(
+    data_dir: Path, target_tokens: int, proxy: Proxy, count: int
+) -> list[tuple[str, list[Document]]]:
+    """``count`` contexts of about ``target_tokens`` proxy tokens with no paragraph in common:
+    HotpotQA distractor questions in file order, each with its own and the following questions'
+    paragraphs (so a "cold" run never meets a passage read before)."""
+    rows = json.loads((data_dir / "hotpot_dev_distractor_v1.shared.json").read_text())
+    out: list[tuple[str, list[Document]]] = []
+    seen: set[str] = set()
+    r = 0
+    while len(out) < count and r < len(rows):
+        query = rows[r]["question"]
+        docs: list[Document] = []
+        total = 0
+        while total < target_tokens and r < len(rows):
+            for title, sentences in rows[r]["context"]:
+                text = " ".join(x.strip() for x in sentences if x.strip())
+                if not text or text in seen:
+                    continue
+                seen.add(text)
+                total += len(proxy.tokenizer(text, add_special_tokens=False)["input_ids"])
+                docs.append(Document(text=text, title=title))
+            r += 1
+        out.append((query, docs))
+    return out
+
+
+def bench_read_once(
+    proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: int = 5, naive: bool = True
+) -> list[dict]:
+    """The default compressor with and without cached document blocks, over ``runs`` distinct
+    contexts of about ``tokens`` proxy tokens: naive eager Sentinel forward (baseline), full
+    prompt, read once with passages never seen (cold), and the same passages with a new question
+    (warm). Medians in seconds; ratios against the naive row."""
+    from ragattn.blocks import BlockStore, bytes_per_token
+    from ragattn.compress import Compressor
+    from ragattn.embed import shared_embedder
+
+    contexts = distinct_contexts(data_dir, tokens, proxy, runs + 1)
+    warm_up, contexts = contexts[0], contexts[1:]
+    full = Compressor(proxy)
+    store = BlockStore(8 << 30)
+    once = Compressor(proxy, read_once=store)
+    embedder = shared_embedder()
+    for comp in (full, once):
+        comp.compress(warm_up[0], warm_up[1], ratio=0.2)  # first-call costs out of the timings
+    timings: dict[str, list[float]] = {"naive": [], "full": [], "cold": [], "warm": []}
+    for query, docs in contexts:
+        embedder.clear_cache()
+        if naive:
+            timings["naive"].append(_seconds(lambda q=query, d=docs: naive_sentinel(proxy, q, d)))
+        timings["full"].append(_seconds(lambda q=query, d=docs: full.compress(q, d, ratio=0.2)))
+        timings["cold"].append(_seconds(lambda q=query, d=docs: once.compress(q, d, ratio=0.2)))
+        follow = f"Which of these is mentioned first? {query}"
+        timings["warm"].append(_seconds(lambda q=follow, d=docs: once.compress(q, d, ratio=0.2)))
+    stats = store.stats()
+    base = statistics.median(timings["naive"]) if timings["naive"] else None
+    names = {
+        "naive": "naive: eager Sentinel forward, output_attentions, all layers",
+        "full": f"compress, {full.method} (default), full prompt",
+        "cold": f"compress, {once.method}, read once: passages never seen (cold)",
+        "warm": f"compress, {once.method}, read once: same passages, new question (warm)",
+    }
+    rows = []
+    for key, seconds in timings.items():
+        if not seconds:
+            continue
+        median = statistics.median(seconds)
+        rows.append(
+            {
+                "variant": names[key],
+                "median_s": median,
+                "runs_s": seconds,
+                "vs_naive": (base / median) if base else None,
+            }
+        )
+    context_tokens = statistics.median(
+        sum(len(proxy.tokenizer(d.text, add_special_tokens=False)["input_ids"]) for d in docs)
+        for _, docs in contexts
+    )
+    for row in rows:
+        row.update(
+            {
+                **runtime_info(proxy),
+                "context_tokens": int(context_tokens),
+                "documents": int(statistics.median(len(d) for _, d in contexts)),
+                "block_store": stats,
+                "bytes_per_token": bytes_per_token(proxy),
+            }
+        )
+    return rows
+
+
+def _seconds(fn: Callable[[], object]) -> float:
+    _synchronize()
+    started = time.perf_counter()
+    fn()
+    _synchronize()
+    return time.perf_counter() - started
 
 
 def bench_compress(

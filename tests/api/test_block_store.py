@@ -1,0 +1,17 @@
+"""RAGATTN_BLOCK_STORE_MB: the service's compressors read passages once, from one shared store."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ragattn.compress import Compressor
+from ragattn_api.app import _compressor_factory
+
+
+def test_the_service_factory_shares_one_block_store_between_methods(proxy: Any) -> None:
+    build = _compressor_factory(Compressor, 16)
+    first, second = build(proxy, "sentinel"), build(proxy, None)
+    assert first.blocks is not None and second.blocks is not None
+    assert first.blocks.store is second.blocks.store
+    assert first.blocks.store.max_bytes == 16 << 20
+    assert _compressor_factory(Compressor, 0)(proxy, "sentinel").blocks is None  # off by default
