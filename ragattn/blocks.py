@@ -469,8 +469,8 @@ class BlockReader:
         sentence-aligned blocks. Documents without units are not read.
         """
         by_doc: dict[int, list[int]] = {}
-        for i, u in enumerate(units):
-            by_doc.setdefault(u.doc, []).append(i)
+        for i, unit in enumerate(units):
+            by_doc.setdefault(unit.doc, []).append(i)
         pieces: list[tuple[str, int, list[int]]] = []
         tok = self.proxy.tokenizer
         for d in sorted(by_doc):

@@ -283,7 +283,7 @@ def create_app(
         if reranker is None:
             # Engines handed in (tests, embedding apps) come warm; a loaded one is not yet.
             warm_up_requests(rr, compressors.get(None), checker)
-        return Service(
+        service = Service(
             settings,
             reranker=rr,
             compressors=compressors,
@@ -296,6 +296,12 @@ def create_app(
             pipeline=pipeline,
             unavailable=unavailable,
         )
+        if reranker is None:
+            # Every per-request method is built before /ready says 200 (engines handed in, as in
+            # tests and embedding apps, keep building on first use).
+            for name, reason in service.build_methods().items():
+                logger.info("method %s is unavailable: %s", name, reason)
+        return service
 
     async def load(app: Litestar, cache: Cache, worker: ModelWorker, tokens: ModelWorker) -> None:
         rr = (

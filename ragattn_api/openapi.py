@@ -22,6 +22,9 @@ from litestar.openapi.plugins import JsonRenderPlugin, SwaggerRenderPlugin, Yaml
 from litestar.openapi.spec import Components, OpenAPI, OpenAPIType, Schema, SecurityScheme
 
 import ragattn
+from ragattn.compress.registry import METHODS as COMPRESS_METHODS
+from ragattn.methods import MethodTable
+from ragattn.rerank.registry import METHODS as RERANK_METHODS
 from ragattn.settings import Settings
 from ragattn_api.errors import error_response
 
@@ -153,6 +156,7 @@ def tighten(
     settings: Settings,
     compress_methods: list[str],
     search_modes: list[str] | None = None,
+    rerank_methods: list[str] | None = None,
 ) -> None:
     """Add the rules the request Structs cannot state to the generated document, in place.
 
@@ -165,9 +169,14 @@ def tighten(
       and exactly one budget among ``ratio``, ``rate``, ``target_tokens``, ``target_token``,
       ``threshold``; at most one of ``top_n`` and its alias ``top_k``;
     - at most ``RAGATTN_MAX_DOCUMENTS`` documents, ``k`` and ``top_k``;
-    - ``method`` one of the compression methods this server knows, ``mode`` one of the search modes
-      its index has (``search_modes``; an index built without dense vectors has only ``bm25``).
+    - ``method`` one of the rerank methods (``rerank_methods``, default: the library's registry)
+      or compression methods this server knows, each described with what it needs (the description
+      of ``method``);
+      ``mode`` one of the search modes its index has (``search_modes``; an index built without
+      dense vectors has only ``bm25``).
     """
+    if rerank_methods is None:
+        rerank_methods = list(RERANK_METHODS)
     schemas = (document.components.schemas or {}) if document.components else {}
     _numeric_bounds(schemas)
     budget = ("ratio", "rate", "target_tokens", "target_token", "threshold")
@@ -211,14 +220,45 @@ def tighten(
                 Schema(type=OpenAPIType.STRING, enum=list(search_modes)),
                 Schema(type=OpenAPIType.NULL),
             ]
-    for name in ("CompressRequest", "RerankCompressRequest"):
+    methods: dict[str, tuple[list[str], str, MethodTable[Any]]] = {
+        "RerankRequest": (rerank_methods, _RERANK_METHOD_HELP, RERANK_METHODS),
+        "CompressRequest": (compress_methods, _COMPRESS_METHOD_HELP, COMPRESS_METHODS),
+        "RerankCompressRequest": (compress_methods, _COMPRESS_METHOD_HELP, COMPRESS_METHODS),
+    }
+    for name, (names, help_text, table) in methods.items():
         schema = schemas.get(name)
         prop = _property(schema, "method") if isinstance(schema, Schema) else None
-        if prop is not None and compress_methods:
+        if prop is not None and names:
             prop.one_of = [
-                Schema(type=OpenAPIType.STRING, enum=list(compress_methods)),
+                Schema(type=OpenAPIType.STRING, enum=list(names)),
                 Schema(type=OpenAPIType.NULL),
             ]
+            prop.description = _method_description(help_text, names, table)
+
+
+_RERANK_METHOD_HELP = (
+    "Optional, not part of Cohere's API: the rerank method for this request; omitted, the "
+    "server's configured method (RAGATTN_RERANK_METHOD, named by /ready's rerank_method) answers "
+    "and the response is Cohere's shape unchanged. When sent, the response names it in 'method'. "
+    "The Cohere field 'model' never selects a method."
+)
+_COMPRESS_METHOD_HELP = (
+    "Optional: the compress method for this request; omitted, RAGATTN_COMPRESS_METHOD or the "
+    "library's default. The response names the method that served it in 'method'."
+)
+
+
+def _method_description(help_text: str, names: list[str], table: MethodTable[Any]) -> str:
+    """The ``method`` field's help: what it does and, per name, what that method reads."""
+    lines = [help_text, "Methods:"]
+    for name in names:
+        spec = table.get(name)
+        if spec is None:  # a name the caller added to the enum (not in the library's table)
+            lines.append(f"- {name}")
+            continue
+        needs = ", ".join(spec.needs()) or "nothing"
+        lines.append(f"- {name}: {spec.description} (needs {needs})")
+    return "\n".join(lines)
 
 
 async def json_not_found(response: Response[Any]) -> Response[Any]:

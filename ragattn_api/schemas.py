@@ -59,6 +59,9 @@ class RerankRequest(Struct, kw_only=True):
     """Cohere v1/v2 rerank request, TEI's ``texts``, and the ``top_k``, ``return_text`` aliases.
 
     Exactly one of ``documents`` and ``texts``; at most one of ``top_n`` and its alias ``top_k``.
+    ``method`` (ours, optional) picks a ``ragattn.rerank.METHODS`` name for this request; ``model``
+    stays Cohere's field, accepted and ignored: Cohere clients always send one of Cohere's model
+    names, which must not change or break the ranking.
     """
 
     query: Text
@@ -74,6 +77,7 @@ class RerankRequest(Struct, kw_only=True):
     rank_fields: Annotated[list[Literal["text"]], Meta(min_length=1, max_length=1)] | None = None
     raw_scores: bool = False
     priority: int | None = None
+    method: str | None = None
 
     def resolved_documents(self) -> list[Document]:
         """The candidates from ``documents`` or ``texts`` (exactly one of them)."""
@@ -118,13 +122,16 @@ class RerankMeta(Struct):
     warnings: list[str]
 
 
-class RerankResponse(Struct):
-    """Cohere's rerank response; ``model`` is an extra key naming the proxy that scored."""
+class RerankResponse(Struct, omit_defaults=True):
+    """Cohere's rerank response; ``model`` is an extra key naming the proxy that scored, and
+    ``method`` one naming the rerank method, present only when the request named one (a request
+    without ``method`` gets exactly Cohere's shape plus ``model``)."""
 
     id: str
     results: list[RerankResultOut]
     meta: RerankMeta
     model: str
+    method: str | None = None
 
     @classmethod
     def from_result(

@@ -28,10 +28,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from ragattn.cache import Cache, cache_key, cached_value, storing
+from ragattn.compress.registry import DEFAULT_METHOD as DEFAULT_COMPRESS_METHOD
+from ragattn.compress.registry import METHODS as COMPRESS_METHODS
 from ragattn.contract import VerbArgs
-from ragattn.errors import InputTooLargeError, InvalidInputError, ModelLoadError
+from ragattn.errors import (
+    InputTooLargeError,
+    InvalidInputError,
+    MissingDependencyError,
+    ModelLoadError,
+)
 from ragattn.limits import CheckedInput, LimitChecker
 from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
+from ragattn.rerank.registry import METHODS as RERANK_METHODS
 from ragattn.settings import Settings
 from ragattn.types import Document
 from ragattn_api.errors import DeadlineExceededError
@@ -69,9 +77,14 @@ def new_id() -> str:
 class Service:
     """Serves the model routes with limits, caching, a bounded model queue and deadlines.
 
+    A request may name its rerank or compress ``method``: the name is checked against the library's
+    registry on the event loop (an unknown one is a 400 listing the valid names), and an engine for
+    a method other than the configured one is built on first use, on the model thread, sharing the
+    loaded proxy, then kept.
+
     Args:
         settings: the service settings.
-        reranker: the loaded reranker (its ``proxy`` serves every route).
+        reranker: the loaded reranker (its ``proxy`` serves every route; its method is the default).
         compressors: compressors already built, by method name (``None`` = the default method).
         compressor_factory: builds a compressor for a method on first use; ``None`` when this
             build has no compression.
@@ -112,7 +125,14 @@ class Service:
         self.pipeline = pipeline
         self._compressor_factory = compressor_factory
         self._compressors = dict(compressors)
+        for built in compressors.values():
+            # The default compressor also answers requests that name its method explicitly.
+            name = getattr(built, "method", None)
+            if isinstance(name, str):
+                self._compressors.setdefault(name, built)
         self._unavailable = unavailable
+        self.rerank_method: str = str(getattr(reranker, "method", ""))
+        self._rerankers: dict[str, Reranker] = {self.rerank_method: reranker}
 
     @property
     def can_compress(self) -> bool:
@@ -128,10 +148,11 @@ class Service:
         if top_n is not None:
             top_n = min(top_n, len(documents))  # Cohere semantics: clamp, do not fail
         args = VerbArgs(verb="rerank", top_n=top_n, truncate_to=req.max_tokens_per_doc)
+        method = self._rerank_method(req.method)
         self.limits.precheck(req.query, documents, truncate_to=args.truncate_to)
         return_documents = req.resolved_return_documents()
         params = {
-            "method": getattr(self.reranker, "method", ""),
+            "method": method,
             "top_n": top_n,
             "return_documents": return_documents,
             "raw_scores": req.raw_scores,
@@ -140,7 +161,8 @@ class Service:
         key = self._key(f"rerank:v{api_version}", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankResponse:
-            result = self.reranker.rerank(req.query, list(checked.documents), **args.keywords())
+            reranker = self.rerank_engine(method)
+            result = reranker.rerank(req.query, list(checked.documents), **args.keywords())
             return RerankResponse.from_result(
                 result,
                 id="",
@@ -158,7 +180,9 @@ class Service:
 
         body, hit = await self._cached(key, work, RerankResponse)
         meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
-        return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
+        # ``method`` only when the request named one: Cohere and TEI clients see today's shape.
+        served = method if req.method is not None else None
+        return msgspec.structs.replace(body, id=new_id(), meta=meta, method=served), hit
 
     # --- compress ---------------------------------------------------------------------------
 
@@ -167,9 +191,9 @@ class Service:
     ) -> tuple[CompressResponse, bool]:
         documents = req.resolved_documents()
         args = VerbArgs(verb="compress", budget=req.resolved_budget(), keep_order=req.keep_order)
+        method = self._compress_method(req.method)
         self.limits.precheck(req.query, documents)
-        method = req.method or self.settings.compress_method
-        params = {"method": method, **args.params()}
+        params = {"method": self._compress_name(method), **args.params()}
         key = self._key("compress:v1", params, req.query, documents)
 
         def score(checked: CheckedInput) -> CompressResponse:
@@ -198,9 +222,13 @@ class Service:
         args = VerbArgs(
             verb="rerank_compress", top_n=top_n, budget=budget, keep_order=req.keep_order
         )
+        method = self._compress_method(req.method)
         self.limits.precheck(req.query, documents)
-        method = req.method or self.settings.compress_method
-        params = {"method": method, "return_documents": req.return_documents, **args.params()}
+        params = {
+            "method": self._compress_name(method),
+            "return_documents": req.return_documents,
+            **args.params(),
+        }
         key = self._key("rerank_compress:v1", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankCompressResponse:
@@ -347,7 +375,60 @@ class Service:
         body = AskResponse.from_result(result, id=new_id(), return_text=req.return_text)
         return msgspec.structs.replace(body, warnings=[*notes, *body.warnings]), result.cache_hit
 
-    # --- shared -----------------------------------------------------------------------------
+    # --- methods ----------------------------------------------------------------------------
+
+    def _rerank_method(self, requested: str | None) -> str:
+        """The rerank method a request resolves to: the one it names, else the configured one.
+
+        Checked on the event loop, before the cache and the model queue, so an unknown name costs
+        neither.
+
+        Raises:
+            InvalidInputError: an unknown name (the message lists the valid ones).
+        """
+        if requested is None:
+            return self.rerank_method
+        if requested not in self._rerankers:
+            RERANK_METHODS.spec(requested)
+        return requested
+
+    def rerank_engine(self, method: str) -> Reranker:
+        """The reranker for ``method``, built once on the proxy already loaded, then kept.
+
+        Called on the model thread (the only thread that touches this dict). A method this server
+        cannot build (e.g. its learned profile is missing for this proxy) is a 400 naming the
+        reason, so clients can pick another; the configured method keeps working.
+        """
+        reranker = self._rerankers.get(method)
+        if reranker is None:
+            from ragattn.rerank import Reranker
+
+            try:
+                reranker = Reranker(self.proxy, method=method)
+            except ModelLoadError as exc:
+                raise InvalidInputError(
+                    f"rerank method {method!r} is unavailable here: {exc}; "
+                    f"the server's default is {self.rerank_method!r}"
+                ) from exc
+            self._rerankers[method] = reranker
+        return reranker
+
+    def _compress_method(self, requested: str | None) -> str | None:
+        """The compress method a request names (checked on the event loop, like rerank's), or the
+        configured one (``None``: the library's default)."""
+        if requested is None:
+            return self.settings.compress_method
+        if requested not in self._compressors:
+            COMPRESS_METHODS.spec(requested)
+        return requested
+
+    def _compress_name(self, method: str | None) -> str:
+        """The name of the method that serves ``method`` (for cache keys: a request naming the
+        default method and one naming none share their entry)."""
+        if method is not None:
+            return method
+        default = self._compressors.get(None)
+        return str(getattr(default, "method", None) or DEFAULT_COMPRESS_METHOD)
 
     def compressor(self, method: str | None) -> Compressor:
         """The compressor for ``method`` (``None``: the default), built once and kept.
@@ -368,6 +449,28 @@ class Service:
                 ) from exc
             self._compressors[method] = compressor
         return compressor
+
+    def build_methods(self) -> dict[str, str]:
+        """Build every rerank and compress method of the registries now, on the model thread at
+        start-up, so that no request pays a method's build (a latency-bound caller picking a
+        method per request gets its first answer as fast as its later ones). They share the
+        loaded proxy and embedder. Returns ``{"rerank:<name>" / "compress:<name>": reason}`` for
+        those this server cannot build; they stay a 400 naming the reason."""
+        missing: dict[str, str] = {}
+        for name in RERANK_METHODS:
+            try:
+                self.rerank_engine(name)
+            except (InvalidInputError, MissingDependencyError) as exc:
+                missing[f"rerank:{name}"] = str(exc)
+        if self._compressor_factory is not None:
+            for name in COMPRESS_METHODS:
+                try:
+                    self.compressor(name)
+                except (InvalidInputError, ModelLoadError, MissingDependencyError) as exc:
+                    missing[f"compress:{name}"] = str(exc)
+        return missing
+
+    # --- shared -----------------------------------------------------------------------------
 
     def _key(
         self, route: str, params: dict[str, Any], query: str, documents: Sequence[Document]

@@ -37,6 +37,11 @@ def probe_train(
     trees: bool = typer.Option(False, help="Also try boosted trees as the learner (CV)."),
     folds: int = typer.Option(5, min=2, help="Grouped CV folds."),
     threads: int | None = typer.Option(None, help="torch threads."),
+    read_once: bool = typer.Option(
+        False,
+        help="Fit the compress probes on features of passages read once (cached document blocks, "
+        "ragattn.blocks) instead of the full prompt.",
+    ),
     kind: str = typer.Option(
         "compress",
         help="compress: the sentence probes of the compress methods; rerank: the document probe "
@@ -72,7 +77,7 @@ def probe_train(
         typer.echo(card)
         typer.echo(f"document probe written to {out_dir}", err=True)
         return
-    store = FeatureStore(features_cache or default_root(), loaded)
+    store = FeatureStore(features_cache or default_root(), loaded, read_once=read_once)
     typer.echo(f"feature store: {store.folder}", err=True)
     report = fit_all(
         loaded,
@@ -87,7 +92,8 @@ def probe_train(
         command="ragattn probe train"
         + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
         + (f" --limit {limit}" if limit else "")
-        + (" --trees" if trees else ""),
+        + (" --trees" if trees else "")
+        + (" --read-once" if read_once else ""),
     )
     typer.echo(report)
     typer.echo(f"probes written to {out_dir}", err=True)

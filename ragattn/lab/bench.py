@@ -250,11 +250,11 @@ def bench_read_once(
     for query, docs in contexts:
         embedder.clear_cache()
         if naive:
-            timings["naive"].append(_seconds(lambda q=query, d=docs: naive_sentinel(proxy, q, d)))
-        timings["full"].append(_seconds(lambda q=query, d=docs: full.compress(q, d, ratio=0.2)))
-        timings["cold"].append(_seconds(lambda q=query, d=docs: once.compress(q, d, ratio=0.2)))
+            timings["naive"].append(_seconds(partial(naive_sentinel, proxy, query, docs)))
+        timings["full"].append(_seconds(partial(full.compress, query, docs, ratio=0.2)))
+        timings["cold"].append(_seconds(partial(once.compress, query, docs, ratio=0.2)))
         follow = f"Which of these is mentioned first? {query}"
-        timings["warm"].append(_seconds(lambda q=follow, d=docs: once.compress(q, d, ratio=0.2)))
+        timings["warm"].append(_seconds(partial(once.compress, follow, docs, ratio=0.2)))
     stats = store.stats()
     base = statistics.median(timings["naive"]) if timings["naive"] else None
     names = {

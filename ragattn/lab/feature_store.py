@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ragattn.assets import proxy_slug
+from ragattn.blocks import BlockReader, BlockStore
 from ragattn.compress.features import Rows, SentenceFeatures, Unit, sentence_features
 from ragattn.proxy import Proxy
 from ragattn.types import Document
@@ -54,12 +55,15 @@ class FeatureStore:
         rows: Rows = "both",
         layers: int | None = None,
         max_chunk_tokens: int = 2048,
+        read_once: bool = False,
     ) -> None:
         self.proxy = proxy
         self.rows: Rows = rows
         self.layers = layers
         self.max_chunk_tokens = max_chunk_tokens
-        config = {
+        # Passages read as cached blocks (ragattn.blocks): other numbers, so another folder.
+        self.reader = BlockReader(proxy, BlockStore(1 << 30)) if read_once else None
+        config: dict[str, Any] = {
             "proxy": proxy.name,
             "rows": rows,
             "layers": proxy.num_layers if layers is None else layers,
@@ -68,6 +72,8 @@ class FeatureStore:
             "max_chunk_tokens": max_chunk_tokens,
             "version": FEATURE_VERSION,
         }
+        if read_once:
+            config["reading"] = "blocks"
         self.folder = Path(root) / proxy_slug(proxy) / _digest(config)
         self.folder.mkdir(parents=True, exist_ok=True)
         (self.folder / "config.json").write_text(json.dumps(config, indent=2))
@@ -110,6 +116,7 @@ class FeatureStore:
             rows=self.rows,
             layers=self.layers,
             max_chunk_tokens=self.max_chunk_tokens,
+            reader=self.reader,
         )
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}.npz")

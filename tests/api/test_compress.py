@@ -143,3 +143,31 @@ async def test_rerank_compress_needs_one_budget(client: AsyncTestClient[Litestar
     resp = await client.post("/v1/rerank_compress", json={"query": QUERY, "documents": DOCS})
     assert resp.status_code == 400
     assert resp.json()["error_type"] == "invalid_request"
+
+
+async def test_naming_the_default_method_shares_the_default_entry(
+    client: AsyncTestClient[Litestar], compressor: Any
+) -> None:
+    payload = {"query": QUERY, "documents": DOCS, "ratio": 0.5}
+    unnamed = await client.post("/v1/compress", json=payload)
+    named = await client.post("/v1/compress", json={**payload, "method": compressor.method})
+    assert (unnamed.headers["x-ragattn-cache"], named.headers["x-ragattn-cache"]) == ("miss", "hit")
+    assert named.json()["method"] == unnamed.json()["method"] == compressor.method
+    other = await client.post("/v1/compress", json={**payload, "method": "focal"})
+    assert other.headers["x-ragattn-cache"] == "miss"
+    assert other.json()["method"] == "focal"
+
+
+@pytest.mark.parametrize("route", ["/v1/compress", "/v1/rerank_compress"])
+async def test_an_unknown_compress_method_is_a_400_naming_the_valid_ones(
+    client: AsyncTestClient[Litestar], route: str
+) -> None:
+    from ragattn.compress import METHODS
+
+    payload = {"query": QUERY, "documents": DOCS, "ratio": 0.5, "method": ""}
+    resp = await client.post(route, json=payload)
+    assert resp.status_code == 400, resp.text
+    assert resp.json() == {
+        "error_type": "invalid_request",
+        "message": f"unknown compress method ''; valid: {', '.join(METHODS)}",
+    }

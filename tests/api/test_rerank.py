@@ -123,3 +123,116 @@ async def test_metrics_count_requests_cache_and_model_time(
     assert 'ragattn_model_seconds_count{task="rerank"} 1.0' in text
     assert "ragattn_queue_depth 0.0" in text
     assert "ragattn_request_duration_seconds_bucket" in text
+
+
+# --- per-request method ---------------------------------------------------------------------
+
+
+def _other_method(reranker: Any) -> str:
+    """A cheap registered method that is not the service's default (no proxy forward)."""
+    return "fused-no-attention" if reranker.method != "fused-no-attention" else "minilm"
+
+
+async def test_a_named_method_serves_the_call_and_is_reported(
+    client: AsyncTestClient[Litestar], reranker: Any, proxy: Any
+) -> None:
+    from ragattn import Reranker
+
+    other = _other_method(reranker)
+    default = (await client.post("/v2/rerank", json={"query": QUERY, "documents": DOCS})).json()
+    resp = await client.post(
+        "/v2/rerank",
+        json={"model": "rerank-v3.5", "query": QUERY, "documents": DOCS, "method": other},
+    )
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["method"] == other
+    expected = Reranker(proxy, method=other).rerank(QUERY, DOCS)
+    assert [r["index"] for r in body["results"]] == [r.index for r in expected]
+    for got, want in zip(body["results"], expected, strict=True):
+        assert got["relevance_score"] == pytest.approx(want.relevance_score, abs=1e-6)
+    scores = lambda b: {r["index"]: r["relevance_score"] for r in b["results"]}  # noqa: E731
+    assert scores(body) != scores(default)
+    assert body["model"] == default["model"]  # ``model`` names the proxy either way
+
+
+async def test_without_method_the_response_keeps_the_cohere_shape(
+    client: AsyncTestClient[Litestar], reranker: Any
+) -> None:
+    for route in ("/v1/rerank", "/v2/rerank", "/rerank"):
+        resp = await client.post(route, json={"model": "m", "query": QUERY, "documents": DOCS})
+        body = resp.json()
+        assert list(body) == ["id", "results", "meta", "model"], route
+        assert list(body["meta"]) == ["api_version", "billed_units", "warnings"], route
+        assert all(list(r) == ["index", "relevance_score"] for r in body["results"]), route
+    # Naming the default method changes nothing but the added key.
+    plain = await client.post("/v2/rerank", json={"model": "m", "query": QUERY, "documents": DOCS})
+    named = await client.post(
+        "/v2/rerank",
+        json={"model": "m", "query": QUERY, "documents": DOCS, "method": reranker.method},
+    )
+    assert named.json()["method"] == reranker.method
+    assert _without_id(named.json()) == {**_without_id(plain.json()), "method": reranker.method}
+
+
+@pytest.mark.parametrize("route", ["/v1/rerank", "/v2/rerank", "/rerank"])
+@pytest.mark.parametrize("method", ["nope", "", "MINILM"])
+async def test_an_unknown_method_is_a_400_naming_the_valid_ones(
+    client: AsyncTestClient[Litestar], route: str, method: str
+) -> None:
+    from ragattn.rerank import METHODS
+
+    resp = await client.post(route, json={"query": QUERY, "documents": DOCS, "method": method})
+    assert resp.status_code == 400, resp.text
+    assert resp.json() == {
+        "error_type": "invalid_request",
+        "message": f"unknown rerank method {method!r}; valid: {', '.join(METHODS)}",
+    }
+
+
+async def test_each_method_has_its_own_cache_entry_and_engine(
+    make_app: Callable[..., Litestar], reranker: Any
+) -> None:
+    other = _other_method(reranker)
+    payload = {"model": "m", "query": QUERY, "documents": DOCS, "top_n": 2}
+    app = make_app()
+    async with AsyncTestClient(app=app) as c:
+
+        async def cache(extra: dict[str, Any]) -> str:
+            resp = await c.post("/v2/rerank", json={**payload, **extra})
+            assert resp.status_code == 200, resp.text
+            return str(resp.headers["x-ragattn-cache"])
+
+        assert await cache({}) == "miss"
+        assert await cache({"method": other}) == "miss"  # never the default's entry
+        assert await cache({"method": other}) == "hit"
+        assert await cache({}) == "hit"
+        assert await cache({"method": reranker.method}) == "hit"  # the default, named
+        other_docs = {"documents": DOCS[::-1], "method": other}
+        assert await cache(other_docs) == "miss"
+        service = app.state.service
+        # Built once on first use and kept: the same engine serves every later call.
+        assert service.rerank_engine(other) is service.rerank_engine(other)
+        assert service.rerank_engine(other).method == other
+        assert service.rerank_engine(reranker.method) is reranker
+
+
+async def test_a_served_app_builds_every_method_before_it_is_ready(
+    make_app: Callable[..., Litestar], reranker: Any
+) -> None:
+    """The production start-up (``build_methods``) leaves no per-request method to build later."""
+    from ragattn.compress.registry import METHODS as COMPRESS_METHODS
+    from ragattn.rerank import METHODS
+
+    app = make_app()
+    async with AsyncTestClient(app=app):
+        service = app.state.service
+        missing = service.build_methods()
+        for name in METHODS:
+            if f"rerank:{name}" not in missing:
+                engine = service.rerank_engine(name)
+                assert engine.method == name and service.rerank_engine(name) is engine
+        assert {n for n in METHODS if f"rerank:{n}" not in missing} >= {"minilm", reranker.method}
+        built = {n for n in COMPRESS_METHODS if f"compress:{n}" not in missing}
+        assert {"sentinel", "lexical"} <= built
+        assert all(service.compressor(n).method == n for n in built)

@@ -53,6 +53,10 @@ RERANK_CASES: list[tuple[dict[str, Any], bool]] = [
     ({"query": "q", "documents": ["a"], "rank_fields": ["title"]}, False),
     ({"query": "q", "documents": ["a"], "rank_fields": ["text"]}, True),
     ({"query": "q", "documents": ["a", "b", "c"]}, False),  # over max_documents=2
+    ({"query": "q", "documents": ["a"], "method": "minilm"}, True),
+    ({"query": "q", "documents": ["a"], "method": None}, True),
+    ({"query": "q", "documents": ["a"], "method": "no-such-method"}, False),
+    ({"query": "q", "documents": ["a"], "method": ""}, False),
 ]
 COMPRESS_CASES: list[tuple[dict[str, Any], bool]] = [
     ({"query": "q", "documents": ["a. b."], "ratio": 0.5}, True),
@@ -67,6 +71,7 @@ COMPRESS_CASES: list[tuple[dict[str, Any], bool]] = [
     ({"query": "q", "documents": ["a. b."], "context": "c.", "ratio": 0.5}, False),
     ({"query": "q", "ratio": 0.5}, False),
     ({"query": "q", "documents": ["a. b."], "ratio": 0.5, "method": "no-such-method"}, False),
+    ({"query": "q", "documents": ["a. b."], "ratio": 0.5, "method": ""}, False),
 ]
 
 
