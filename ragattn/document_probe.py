@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.proxy import probe_accepts_dtype
 
 EPS = 1e-3
 """The floor added before the log in :func:`ragattn.sentence_attention.attention_block`."""
@@ -110,11 +111,22 @@ class DocumentProbe:
 
     def check_features(self, config: Mapping[str, Any]) -> None:
         """Refuse features computed with another configuration than the probe was trained on.
+
         Wider features are accepted: ``rows="both"`` holds the last and the query rows, and more
-        layers hold the probe's layers."""
-        for key in ("rows", "dtype"):
-            got = config.get(key)
-            if got != self.config.get(key) and not (key == "rows" and got == "both"):
+        layers hold the probe's layers. The weights' dtype follows
+        :func:`ragattn.proxy.probe_accepts_dtype`: float32 and bfloat16 features are
+        interchangeable (the packaged probe, fitted in fp32, reads a bf16 proxy's features), int8
+        features only match an int8 probe.
+
+        Raises:
+            ConfigError: rows, layers or dtype that do not hold the probe's features.
+        """
+        problems = {
+            "rows": config.get("rows") not in (self.config.get("rows"), "both"),
+            "dtype": not probe_accepts_dtype(self.config.get("dtype"), config.get("dtype")),
+        }
+        for key, bad in problems.items():
+            if bad:
                 raise ConfigError(
                     f"this document probe was trained on features with {key}="
                     f"{self.config.get(key)!r}, but these were computed with {key}="

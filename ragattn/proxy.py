@@ -2,9 +2,9 @@
 
 A GGUF file is dequantized by transformers once and cached as safetensors under the cache directory
 (``~/.cache/ragattn`` by default), so the second start reads plain tensors instead of dequantizing.
-Device (:func:`resolve_device`: CUDA, then MPS, then CPU), dtype (:func:`resolve_dtype`: bf16 on
-CUDA, fp32 elsewhere) and thread count are resolved here, once; everything downstream follows
-``Proxy.device``.
+Device (:func:`resolve_device`: CUDA, then MPS, then CPU), dtype (:func:`resolve_dtype`: bf16
+where the device runs it natively, fp32 elsewhere) and thread count are resolved here, once;
+everything downstream follows ``Proxy.device``.
 """
 
 from __future__ import annotations
@@ -224,19 +224,36 @@ _DTYPES = {
 }
 
 
-def resolve_dtype(dtype: str | torch.dtype = "auto", device: DeviceLike = "cpu") -> torch.dtype:
+def resolve_dtype(
+    dtype: str | torch.dtype = "auto",
+    device: DeviceLike = "cpu",
+    *,
+    cpu_bf16: bool | None = None,
+) -> torch.dtype:
     """The weights' dtype for a forward pass on ``device``.
 
-    ``"auto"`` is bf16 on a CUDA device with native bf16 (compute capability 8.0 and later) and
-    fp32 everywhere else: on the CPU bf16 runs without native kernels on most machines (no
-    AMX/AVX512-BF16) and its rows are not the fp32 rows the packaged probes and rerank profiles were
-    fitted on, and MPS bf16 support depends on the macOS version. Captured attention rows are
-    computed in fp32 whatever the weights' dtype. On a CPU with native bf16
-    (:func:`native_cpu_bf16`) ``"bfloat16"`` is a measured opt-in: about 1.5x faster, and the
-    compression probes keep the same sentences on its features (BENCHMARKS.md §3).
+    ``"auto"`` is bf16 where the device runs it natively and fp32 elsewhere:
+
+    - a CUDA device with native bf16 (compute capability 8.0 and later): bf16;
+    - a CPU with native bf16 (AVX-512 BF16 or AMX-BF16, :func:`native_cpu_bf16`): bf16, about
+      1.5x faster than fp32, and the packaged probes, fitted in fp32, keep the same sentences on
+      its features (BENCHMARKS.md §3; :func:`probe_accepts_dtype`);
+    - a CPU without it (AVX2, AVX-512 without BF16): fp32, since bf16 would be emulated there,
+      about 4x slower;
+    - MPS and older GPUs: fp32 (MPS bf16 support depends on the macOS version).
+
+    Captured attention rows are computed in fp32 whatever the weights' dtype.
+
+    Args:
+        dtype: ``"auto"``, ``"float32"`` / ``"fp32"``, ``"bfloat16"`` / ``"bf16"``, or a
+            :class:`torch.dtype` of those two.
+        device: the device the forward runs on (see :func:`resolve_device`); only ``"auto"``
+            reads it.
+        cpu_bf16: whether the CPU has native bf16; None reads it from the CPU flags
+            (:func:`native_cpu_bf16`). Only ``"auto"`` on a CPU reads it.
 
     Raises:
-        ConfigError: an unknown dtype.
+        ConfigError: an unknown dtype, or an unknown or unavailable device with ``"auto"``.
     """
     if isinstance(dtype, torch.dtype):
         if dtype not in _DTYPES.values():
@@ -245,10 +262,13 @@ def resolve_dtype(dtype: str | torch.dtype = "auto", device: DeviceLike = "cpu")
     name = dtype.strip().lower()
     if name == "auto":
         where = resolve_device(device)
-        native_bf16 = where.type == "cuda" and torch.cuda.is_bf16_supported(
-            including_emulation=False
-        )
-        return torch.bfloat16 if native_bf16 else torch.float32
+        if where.type == "cuda":
+            native = torch.cuda.is_bf16_supported(including_emulation=False)
+        elif where.type == "cpu":
+            native = native_cpu_bf16() if cpu_bf16 is None else cpu_bf16
+        else:
+            native = False
+        return torch.bfloat16 if native else torch.float32
     if name not in _DTYPES:
         raise ConfigError(f"unknown dtype {dtype!r}; use one of: auto, float32, bfloat16")
     return _DTYPES[name]
@@ -275,6 +295,33 @@ def native_cpu_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.bfloat16`` -> ``"bfloat16"`` (for logs, ``/ready`` and benchmark tables)."""
     return str(dtype).removeprefix("torch.")
+
+
+INTERCHANGEABLE_DTYPES = frozenset({"float32", "bfloat16"})
+"""Weights' dtypes whose attention features a probe fitted on either may read (see
+:func:`probe_accepts_dtype`)."""
+
+
+def probe_accepts_dtype(fitted: str | None, computed: str | None) -> bool:
+    """Whether a probe fitted on attention features of weights in ``fitted`` may read features
+    computed in ``computed`` (the ``"dtype"`` of
+    :func:`ragattn.sentence_attention.attention_config`: ``float32``, ``bfloat16`` or ``int8``).
+
+    The rule: the same dtype always; float32 and bfloat16 either way
+    (:data:`INTERCHANGEABLE_DTYPES`), because bf16 features approximate the fp32 ones within a
+    stated tolerance. Measured with ``studies/bench_precision.py`` (BENCHMARKS.md §3), the
+    float32-fitted default probe keeps exactly the same sentences on bf16 features (kept@20 %
+    1.00 on the 2,152-token benchmark context, the same recall on 20 HotpotQA and 40 SQuAD
+    questions); ``tests/unit/test_bf16.py`` holds the agreement to named tolerances and
+    ``studies/bf16_agreement.py`` measures it per question. So the packaged probes, fitted in
+    fp32, serve a proxy that ``dtype="auto"`` puts in bf16. int8 dynamic quantisation changes
+    the selection (kept@20 % 0.69, SQuAD recall 0.913 -> 0.763), so int8 features only match an
+    int8 probe. A probe that recorded no dtype accepts any. Rows and layers are the probes' own
+    checks.
+    """
+    if fitted is None or computed == fitted:
+        return True
+    return {fitted, computed} <= INTERCHANGEABLE_DTYPES
 
 
 def _chat_family(tokenizer: Any) -> ChatFamily:
@@ -376,8 +423,10 @@ def load_proxy(
             ``.gguf`` file, a local model directory, or a Hugging Face model id available offline.
         device: where the forward passes run: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
             ``"cuda"``, ``"cuda:N"`` or ``"mps"`` (see :func:`resolve_device`).
-        dtype: ``"auto"`` (bf16 on CUDA, fp32 on CPU and MPS; see :func:`resolve_dtype`),
-            ``"float32"`` or ``"bfloat16"`` for the weights; captured rows are always fp32.
+        dtype: ``"auto"`` (bf16 where the device runs it natively: CUDA with compute capability
+            8.0+, a CPU with AVX-512 BF16 or AMX; fp32 elsewhere and with ``quantize``; see
+            :func:`resolve_dtype`), ``"float32"`` or ``"bfloat16"`` for the weights; captured rows
+            are always fp32.
         threads: torch intra-op threads; None keeps torch's default (one per core).
         cache_dir: where dequantized GGUF weights are cached; default ``~/.cache/ragattn``.
         quantize: ``"int8"`` runs the linear layers with int8 dynamic quantisation (fbgemm, CPU
@@ -404,7 +453,9 @@ def load_proxy(
             f"quantize='int8' (dynamic quantisation, fbgemm) runs on the CPU only, not on "
             f"{where}; use device='cpu' or drop quantize"
         )
-    torch_dtype = resolve_dtype(dtype, where)
+    auto_dtype = isinstance(dtype, str) and dtype.strip().lower() == "auto"
+    # int8 dynamic quantisation replaces fp32 linear layers: "auto" stays fp32 under it.
+    torch_dtype = torch.float32 if quantize and auto_dtype else resolve_dtype(dtype, where)
     set_threads(threads)
     register_attention()
     started = time.perf_counter()
@@ -442,14 +493,27 @@ def load_proxy(
         dtype_name(torch_dtype),
         proxy.load_seconds,
     )
-    if where.type == "cpu" and torch_dtype == torch.float32 and not quantize and native_cpu_bf16():
+    if auto_dtype:
         logger.info(
-            "this CPU has native bf16 (AVX-512 BF16 or AMX): dtype='bfloat16' runs the proxy "
-            "forward about 1.5x faster and the compression probes accept its features "
-            "(BENCHMARKS.md §3); 'auto' stays float32 on the CPU, where the rerank profiles and "
-            "the tests' exact comparisons were made"
+            "dtype 'auto' chose %s: %s",
+            dtype_name(torch_dtype),
+            _auto_reason(where, torch_dtype, quantize),
         )
     return proxy
+
+
+def _auto_reason(where: torch.device, chosen: torch.dtype, quantize: str | None) -> str:
+    """Why ``dtype="auto"`` chose ``chosen`` on ``where`` (for the load log)."""
+    if quantize:
+        return f"{quantize} dynamic quantisation replaces fp32 linear layers"
+    if chosen == torch.bfloat16:
+        hardware = "this GPU" if where.type == "cuda" else "this CPU (AVX-512 BF16 or AMX)"
+        return f"{hardware} runs bf16 natively; pass dtype='float32' for fp32"
+    if where.type == "cpu":
+        return "this CPU has no native bf16 (AVX-512 BF16 or AMX): bf16 would be emulated, slower"
+    if where.type == "cuda":
+        return "this GPU has no native bf16 (compute capability below 8.0)"
+    return f"bf16 on {where.type} depends on the OS version"
 
 
 def _load_error(name_or_path: str, exc: Exception) -> ModelLoadError:

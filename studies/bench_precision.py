@@ -98,7 +98,7 @@ def main() -> None:
     args = parser.parse_args()
     capability = torch.backends.cpu.get_cpu_capability()
     print(f"cpu capability {capability}; native bf16 {native_cpu_bf16()}", flush=True)
-    proxy = load_proxy(args.proxy, threads=2)
+    proxy = load_proxy(args.proxy, dtype="float32", threads=2)  # the reference, on every CPU
     probe = Probe.load(probe_path(default_models_dir(), proxy, DEFAULT_METHOD))
     rows_kind, layers = probe.config.get("rows", "last"), probe.config.get("layers")
     query, docs = hotpot_context(args.data / "hotpotqa", 2000, proxy)

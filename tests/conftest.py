@@ -65,10 +65,11 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def proxy():
-    """The packaged default proxy (SmolLM2-135M), fp32."""
+    """The packaged default proxy (SmolLM2-135M), fp32 on every CPU (``dtype="auto"`` would be
+    bf16 where the CPU runs it natively, and the exact comparisons are made in fp32)."""
     from ragattn.proxy import load_proxy
 
-    return load_proxy("smollm2-135m")
+    return load_proxy("smollm2-135m", dtype="float32")
 
 
 @pytest.fixture(scope="session")

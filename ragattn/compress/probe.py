@@ -30,6 +30,7 @@ import numpy as np
 
 from ragattn.errors import ConfigError
 from ragattn.lexical import sigmoid
+from ragattn.proxy import probe_accepts_dtype
 
 Normalise = Literal["none", "zscore", "both"]
 
@@ -126,14 +127,6 @@ class Trees:
         )
 
 
-INTERCHANGEABLE_DTYPES = frozenset({"float32", "bfloat16"})
-"""Weights' dtypes whose attention features a probe fitted on either may read. Measured with
-``studies/bench_precision.py`` (BENCHMARKS.md §3): the float32-fitted default probe keeps exactly
-the same sentences on bf16 features (kept@20 % 1.00 on the 2,152-token benchmark context, the same
-recall on 20 HotpotQA and 40 SQuAD questions). int8 dynamic quantisation changes them (kept@20 %
-0.69, SQuAD recall 0.913 -> 0.763), so int8 features stay refused."""
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Probe:
     """A trained sentence probe; ``config`` says how to compute its features and which learner.
@@ -167,8 +160,10 @@ class Probe:
 
         Wider features are accepted: ``rows="both"`` holds the last and the query rows, and more
         layers hold the probe's layers (early exit leaves those columns unchanged); the probe then
-        reads its own columns by name. The weights' dtype must match, except that float32 and
-        bfloat16 features are interchangeable (:data:`INTERCHANGEABLE_DTYPES`).
+        reads its own columns by name. The weights' dtype follows
+        :func:`ragattn.proxy.probe_accepts_dtype`: float32 and bfloat16 features are
+        interchangeable (a probe fitted in fp32 reads a bf16 proxy's features, which agree with
+        fp32's within a tested tolerance), int8 features only match an int8 probe.
 
         Raises:
             ConfigError: rows, layers or dtype that do not hold the probe's features.
@@ -182,9 +177,7 @@ class Probe:
             "rows": want_rows is not None and got_rows not in (want_rows, "both"),
             "layers": want_layers is not None
             and (got_layers is None or int(got_layers) < int(want_layers)),
-            "dtype": want_dtype is not None
-            and got_dtype != want_dtype
-            and {want_dtype, got_dtype} != INTERCHANGEABLE_DTYPES,
+            "dtype": not probe_accepts_dtype(want_dtype, got_dtype),
         }
         for key, bad in problems.items():
             if bad:

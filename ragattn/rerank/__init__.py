@@ -31,8 +31,8 @@ class Reranker:
             ``"cuda"``, ``"cuda:N"`` or ``"mps"``; checked at once even when the method loads no
             proxy. A loaded ``proxy`` keeps its own device.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
-            bf16 on CUDA, fp32 on CPU and MPS; ``threads`` is applied even when no proxy is
-            loaded).
+            bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
+            else fp32; ``threads`` is applied even when no proxy is loaded).
         memo: share one all-heads capture between rerankers scoring the same lists (evaluations).
 
     Raises:

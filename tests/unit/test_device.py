@@ -85,12 +85,67 @@ def test_unknown_device_strings(garbage: str) -> None:
         resolve_device(garbage)
 
 
-def test_dtype_auto_is_fp32_off_cuda_and_names_are_checked() -> None:
-    assert resolve_dtype("auto", "cpu") == torch.float32
-    assert resolve_dtype("bf16", "cpu") == torch.bfloat16
-    assert resolve_dtype(torch.float32) == torch.float32
+def test_dtype_auto_on_the_cpu_is_bf16_exactly_where_it_is_native() -> None:
+    assert resolve_dtype("auto", "cpu", cpu_bf16=True) == torch.bfloat16
+    assert resolve_dtype("auto", "cpu", cpu_bf16=False) == torch.float32
+    native = torch.bfloat16 if native_cpu_bf16() else torch.float32
+    assert resolve_dtype("auto", "cpu") == native  # None: read from this CPU's flags
+
+
+@pytest.mark.parametrize("cpu_bf16", [True, False])
+def test_explicit_dtypes_ignore_the_cpu_detection(cpu_bf16: bool) -> None:
+    assert resolve_dtype("float32", "cpu", cpu_bf16=cpu_bf16) == torch.float32
+    assert resolve_dtype("fp32", "cpu", cpu_bf16=cpu_bf16) == torch.float32
+    assert resolve_dtype("bf16", "cpu", cpu_bf16=cpu_bf16) == torch.bfloat16
+    assert resolve_dtype(torch.float32, cpu_bf16=cpu_bf16) == torch.float32
+
+
+@pytest.mark.parametrize("cpu_bf16", [True, False])
+@pytest.mark.parametrize(
+    ("device", "gpu_bf16", "expected"),
+    [
+        (torch.device("cuda", 0), True, torch.bfloat16),  # compute capability 8.0 and later
+        (torch.device("cuda", 0), False, torch.float32),  # older GPUs
+        (torch.device("mps"), True, torch.float32),  # MPS bf16 depends on the macOS version
+    ],
+)
+def test_dtype_auto_on_accelerators_ignores_the_cpu_detection(
+    monkeypatch: pytest.MonkeyPatch,
+    device: torch.device,
+    gpu_bf16: bool,
+    expected: torch.dtype,
+    cpu_bf16: bool,
+) -> None:
+    import ragattn.proxy
+
+    # This machine has no accelerator: the device and the GPU's capability are given, the rule
+    # under test is resolve_dtype's own.
+    monkeypatch.setattr(ragattn.proxy, "resolve_device", lambda _: device)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: gpu_bf16)
+    assert resolve_dtype("auto", "auto", cpu_bf16=cpu_bf16) == expected
+
+
+def test_dtype_names_are_checked() -> None:
     with pytest.raises(ConfigError, match=re.escape("unknown dtype 'float16'")):
         resolve_dtype("float16")
+    with pytest.raises(ConfigError, match=re.escape("unsupported dtype torch.float16")):
+        resolve_dtype(torch.float16)
+
+
+def test_int8_quantisation_keeps_auto_in_fp32_and_the_log_says_why(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import ragattn.proxy
+
+    monkeypatch.setattr(ragattn.proxy, "native_cpu_bf16", lambda: True)  # a bf16-native CPU
+    assert resolve_dtype("auto", "cpu") == torch.bfloat16
+    with caplog.at_level("INFO", logger="ragattn.proxy"):
+        quantized = ragattn.proxy.load_proxy("smollm2-135m", quantize="int8")
+    assert quantized.dtype == torch.float32
+    assert (
+        "dtype 'auto' chose float32: int8 dynamic quantisation replaces fp32 linear layers"
+        in caplog.messages
+    )
 
 
 @pytest.mark.parametrize(
@@ -128,10 +183,11 @@ def test_load_proxy_refuses_a_missing_device_before_reading_anything(
 
 @pytest.fixture(scope="module")
 def cpu_reranker() -> Any:
-    """ICR on a proxy loaded by name with an explicit ``device="cpu"``."""
+    """ICR on a proxy loaded by name with an explicit ``device="cpu"`` (and fp32, the session
+    proxy's dtype, which ``"auto"`` is not on a CPU with native bf16)."""
     from ragattn import Reranker
 
-    return Reranker("smollm2-135m", method="icr", device="cpu")
+    return Reranker("smollm2-135m", method="icr", device="cpu", dtype="float32")
 
 
 def test_reranker_on_cpu_runs_there_and_equals_the_default_exactly(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,13 @@ def test_the_fingerprint_names_weights_methods_and_assets(
     assert with_assets != base
     (own / "sentinel.npz").write_bytes(b"two")
     assert model_fingerprint(proxy, "fused", "focal") != with_assets
+
+
+def test_the_fingerprint_names_the_dtype(proxy: Any) -> None:
+    # dtype="auto" is bf16 on some CPUs and fp32 on others: replicas sharing one Redis must never
+    # serve each other's answers, even for weights that hash alike.
+    bf16 = replace(proxy, dtype=torch.bfloat16)  # the same model object: the same weights digest
+    assert model_fingerprint(bf16, "sentinel") != model_fingerprint(proxy, "sentinel")
 
 
 def test_the_weights_digest_sees_one_changed_value() -> None:
