@@ -28,7 +28,7 @@ DOCS = [
 def calls(proxy: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts of attention-engine forwards and proxy generations, while the real ones run."""
     counts = {"attention": 0, "generation": 0}
-    forward, generate = AttentionEngine._run, proxy.model.generate
+    forward, generate = AttentionEngine.run, proxy.model.generate
 
     def counted_forward(self: AttentionEngine, *args: Any, **kwargs: Any) -> Any:
         counts["attention"] += 1
@@ -38,7 +38,7 @@ def calls(proxy: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         counts["generation"] += 1
         return generate(*args, **kwargs)
 
-    monkeypatch.setattr(AttentionEngine, "_run", counted_forward)
+    monkeypatch.setattr(AttentionEngine, "run", counted_forward)
     monkeypatch.setattr(proxy.model, "generate", counted_generate)
     return counts
 
