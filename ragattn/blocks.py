@@ -41,7 +41,14 @@ from ragattn.errors import ConfigError, InvalidInputError
 from ragattn.prompt import CHAT_WRAPPERS, SENTINEL_HEAD, SENTINEL_TAIL, first_non_space
 from ragattn.proxy import Proxy
 from ragattn.sdpa import ACTIVE, CaptureState, StopForward
-from ragattn.sentence_attention import EPS, Rows, Unit, unit_shares
+from ragattn.sentence_attention import (
+    EPS,
+    Rows,
+    Unit,
+    feature_names,
+    head_plan,
+    unit_shares,
+)
 from ragattn.types import Document
 
 BLOCK_SEPARATOR = "\n"
@@ -365,12 +372,8 @@ class BlockReader:
         each chunk costs one tail forward. Returns the features, their names and the number of
         chunks.
         """
-        proxy = self.proxy
-        depth = proxy.num_layers if layers is None else layers
-        if not 1 <= depth <= proxy.num_layers:
-            raise ConfigError(f"layers must be in [1, {proxy.num_layers}], got {layers}")
-        heads = HeadSet.from_layers(range(depth), proxy.num_heads)
-        kinds: list[str] = ["last", "query"] if rows == "both" else [rows]
+        heads, kinds = head_plan(self.proxy, rows=rows, layers=layers)
+        depth = heads.deepest + 1
         out = np.zeros((len(units), len(heads) * len(kinds)), dtype=np.float64)
         pieces = self._pieces(documents, units)
         blocks = self.blocks([text for text, _, _ in pieces], depth)
@@ -409,8 +412,7 @@ class BlockReader:
                 out[scored, b * len(heads) : (b + 1) * len(heads)] = unit_shares(
                     cap.weights, kind, ctx, starts, ends
                 )
-        names = tuple(f"{kind}:L{layer}H{h}" for kind in kinds for layer, h in heads.pairs)
-        return np.log(out + EPS), names, len(chunks)
+        return np.log(out + EPS), feature_names(heads, kinds), len(chunks)
 
     def capture(
         self, blocks: Sequence[Block], tail_ids: Sequence[int], rows: Sequence[int], heads: HeadSet

@@ -96,12 +96,8 @@ def attention_block(
     layer-restricted probe's features equal the corresponding columns of the all-layer features.
     """
     engine = engine_for(proxy)
-    depth = proxy.num_layers if layers is None else layers
-    if not 1 <= depth <= proxy.num_layers:
-        raise ConfigError(f"layers must be in [1, {proxy.num_layers}], got {layers}")
-    heads = HeadSet.from_layers(range(depth), proxy.num_heads)
+    heads, kinds = head_plan(proxy, rows=rows, layers=layers)
     n_heads = len(heads)
-    kinds: list[str] = ["last", "query"] if rows == "both" else [rows]
     out = np.zeros((len(units), n_heads * len(kinds)), dtype=np.float64)
     chunks = plan_chunks(proxy, documents, units, max_chunk_tokens)
     for chunk in chunks:
@@ -130,8 +126,21 @@ def attention_block(
             out[scored, b * n_heads : (b + 1) * n_heads] = unit_shares(
                 cap.weights, kind, ctx, starts, ends
             )
-    names = tuple(f"{kind}:L{layer}H{h}" for kind in kinds for layer, h in heads.pairs)
-    return np.log(out + EPS), names, len(chunks)
+    return np.log(out + EPS), feature_names(heads, kinds), len(chunks)
+
+
+def head_plan(proxy: Proxy, *, rows: Rows, layers: int | None) -> tuple[HeadSet, list[str]]:
+    """Every head of the first ``layers`` layers (None: all) and the row kinds ``rows`` reads."""
+    depth = proxy.num_layers if layers is None else layers
+    if not 1 <= depth <= proxy.num_layers:
+        raise ConfigError(f"layers must be in [1, {proxy.num_layers}], got {layers}")
+    kinds = ["last", "query"] if rows == "both" else [str(rows)]
+    return HeadSet.from_layers(range(depth), proxy.num_heads), kinds
+
+
+def feature_names(heads: HeadSet, kinds: Sequence[str]) -> tuple[str, ...]:
+    """Column names of the attention block: ``<kind>:L<layer>H<head>``, kind-major."""
+    return tuple(f"{kind}:L{layer}H{h}" for kind in kinds for layer, h in heads.pairs)
 
 
 def unit_shares(
