@@ -29,7 +29,10 @@ from typing import Any
 import numpy as np
 
 from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.lexical import dense_scores
 from ragattn.proxy import probe_accepts_dtype
+from ragattn.sentence_attention import Unit, unit_widths
+from ragattn.types import Document
 
 EPS = 1e-3
 """The floor added before the log in :func:`ragattn.sentence_attention.attention_block`."""
@@ -176,6 +179,32 @@ class DocumentProbe:
                 minilm_weight=float(arrays["minilm_weight"][0]),
                 config=json.loads(str(arrays["config"])),
             )
+
+
+def score_documents(
+    probe: DocumentProbe,
+    tokenizer: Any,
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    names: Sequence[str],
+    matrix: np.ndarray,
+    config: Mapping[str, Any],
+) -> np.ndarray:
+    """The document probe's raw scores (log-odds units; higher is more relevant), one per
+    document, from the sentence features of one forward (``names``/``matrix``/``config`` of
+    :class:`~ragattn.compress.features.SentenceFeatures`) plus the MiniLM cosine of each document
+    (title and text) to the query.
+
+    Raises:
+        ConfigError: features the probe was not trained on (:meth:`DocumentProbe.check_features`).
+    """
+    widths = unit_widths(tokenizer, documents, units)
+    pooled_names, pooled = pool_documents(
+        names, matrix, [u.doc for u in units], widths, len(documents)
+    )
+    minilm = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+    return probe.score(pooled_names, pooled, minilm, config)
 
 
 def document_probe_path(models_dir: Path, proxy_slug: str) -> Path:

@@ -53,6 +53,10 @@ class Settings:
     """Rerank method name from ``ragattn.rerank.METHODS`` (None = the library default)."""
     compress_method: str | None = None
     """Default compression method name (None = the library default); requests may override it."""
+    compress_selection: str = "documents"
+    """``documents``: with several documents a sentence's keep score also weighs its document's
+    relevance from the same forward (:mod:`ragattn.compress.selection`); ``sentences``: each
+    sentence on its own probe score (the behaviour before issue 28)."""
     block_store_mb: int = 0
     """Passages read once (:mod:`ragattn.blocks`) for the attention compress methods: the size of
     the in-memory block store in MiB (0 = off, the default). A cached passage costs about 45 KiB
@@ -269,6 +273,11 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"{env('threads')} must be >= 1, got {s.threads!r}")
     if s.rate_limit_per_minute < 0:
         raise ConfigError(f"{env('rate_limit_per_minute')} must be >= 0 (0 = off)")
+    if s.compress_selection not in ("documents", "sentences"):
+        raise ConfigError(
+            f"{env('compress_selection')} must be documents or sentences, "
+            f"got {s.compress_selection!r}"
+        )
     if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:
         raise ConfigError(f"{env('block_store_mb')} must be an integer >= 0 (0 = off)")
     if not 0 < s.port < 65536:

@@ -190,9 +190,12 @@ def warm_up_requests(reranker: Any, compressor: Any | None, limits: LimitChecker
         compressor.compress(QUERY, docs[:2], ratio=0.5)
 
 
-def _compressor_factory(cls: Any, block_store_mb: int = 0) -> CompressorFactory:
+def _compressor_factory(
+    cls: Any, block_store_mb: int = 0, selection: str = "documents"
+) -> CompressorFactory:
     """Compressors of the service; with ``block_store_mb`` > 0 the attention methods share one
-    block store of that size (passages read once, :mod:`ragattn.blocks`)."""
+    block store of that size (passages read once, :mod:`ragattn.blocks`); ``selection`` other
+    than the default is passed on (:mod:`ragattn.compress.selection`)."""
     store = None
     if block_store_mb > 0:
         from ragattn.blocks import BlockStore
@@ -200,7 +203,9 @@ def _compressor_factory(cls: Any, block_store_mb: int = 0) -> CompressorFactory:
         store = BlockStore(block_store_mb << 20)
 
     def build(proxy: Any, method: str | None) -> Any:
-        extra = {"read_once": store} if store is not None else {}
+        extra: dict[str, Any] = {"read_once": store} if store is not None else {}
+        if selection != "documents":
+            extra["selection"] = selection
         return cls(proxy, method=method, **extra) if method else cls(proxy, **extra)
 
     return build
@@ -233,7 +238,9 @@ def create_app(
     def build_service(rr: Any, cache: Cache, worker: ModelWorker, tokens: ModelWorker) -> Service:
         """Everything that touches the model, on a thread (seconds)."""
         factory = (
-            _compressor_factory(compressor_cls, settings.block_store_mb)
+            _compressor_factory(
+                compressor_cls, settings.block_store_mb, settings.compress_selection
+            )
             if compressor_cls is not None
             else None
         )
@@ -260,6 +267,7 @@ def create_app(
             str(getattr(compressors.get(None), "method", "")),
             # Blocks read once give other numbers than the full prompt: never one cache for both.
             *(["read-once"] if settings.block_store_mb > 0 else []),
+            *(["sentences"] if settings.compress_selection == "sentences" else []),
         )
         limits = Limits.from_settings(settings)
         checker = LimitChecker(rr.proxy.tokenizer, limits)

@@ -72,6 +72,9 @@ def main() -> None:
     ap.add_argument("--layers", default="all", help="comma-separated depths (layers < N)")
     ap.add_argument("--curve", default="", help="training-list counts for a learning curve")
     ap.add_argument("--no-dev", action="store_true")
+    ap.add_argument(
+        "--dev-every", action="store_true", help="score dev and transfer at every curve point"
+    )
     ap.add_argument("--table-cache", action="store_true", help="pickle the pooled tables")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", type=Path, default=None)
@@ -156,7 +159,7 @@ def main() -> None:
                 "loso_macro": macro,
                 "loso": loso,
             }
-            if size == sizes[-1]:
+            if size == sizes[-1] or args.dev_every:
                 scorer = learner.fit(sub)
                 row["msmarco"] = rp.ndcg(scorer, transfer.lists)
                 for src in dict.fromkeys(r.source for r in dev.lists):

@@ -145,6 +145,7 @@ def eval_compress(
     """Supporting-fact recall at each budget, R-precision, answer retention, achieved ratio."""
     from ragattn.lab.evaluation import baselines, datasets, harness
     from ragattn.lab.evaluation.systems import (
+        DocumentAwareSystem,
         FeatureCache,
         FocalSystem,
         ProbeSystem,
@@ -181,6 +182,7 @@ def eval_compress(
         "attention-raw": lambda: RawAttentionSystem(cache),
         "focal": lambda: FocalSystem(loaded),
         "sentinel": lambda: ProbeSystem(cache, "sentinel", models_dir),
+        "sentinel-documents": lambda: DocumentAwareSystem(cache, "sentinel", models_dir),
         "lexical": lambda: ProbeSystem(cache, "lexical", models_dir),
         "fused": lambda: ProbeSystem(cache, "fused", models_dir),
     }

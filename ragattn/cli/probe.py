@@ -45,7 +45,8 @@ def probe_train(
     kind: str = typer.Option(
         "compress",
         help="compress: the sentence probes of the compress methods; rerank: the document probe "
-        "of the attention-probe rerank method (ranking lists in the retrieval shape).",
+        "of the attention-probe rerank method (ranking lists in the retrieval shape); selection: "
+        "the document-aware selection of the sentinel compressor (reads both packaged probes).",
     ),
 ) -> None:
     """Extract features on training data (resumable) and fit the sentence or document probes."""
@@ -54,10 +55,29 @@ def probe_train(
     from ragattn.lab.probe_card import LEARNERS, fit_all
     from ragattn.proxy import load_proxy
 
-    if kind not in ("compress", "rerank"):
-        raise typer.BadParameter(f"--kind must be compress or rerank, got {kind!r}")
+    if kind not in ("compress", "rerank", "selection"):
+        raise typer.BadParameter(f"--kind must be compress, rerank or selection, got {kind!r}")
     loaded = load_proxy(proxy, threads=threads)
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
+    if kind == "selection":
+        from ragattn.lab.selection_training import fit_selection
+
+        selection_store = FeatureStore(features_cache or default_root(), loaded)
+        typer.echo(f"feature store: {selection_store.folder}", err=True)
+        card = fit_selection(
+            loaded,
+            data,
+            out_dir,
+            store=selection_store,
+            models_dir=models_dir or default_models_dir(),
+            limit=limit,
+            command="ragattn probe train --kind selection"
+            + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
+            + (f" --limit {limit}" if limit else ""),
+        )
+        typer.echo(card)
+        typer.echo(f"document-aware selection written to {out_dir}", err=True)
+        return
     if kind == "rerank":
         from ragattn.lab.rerank_card import fit_document_probe
         from ragattn.lab.rerank_features import store_for

@@ -27,13 +27,18 @@ from ragattn.compress.registry import (
     probe_path,
 )
 from ragattn.compress.scorers import ProbeScorer
+from ragattn.compress.selection import (
+    DocumentWeighting,
+    Selection,
+    check_selection,
+    selection_path,
+)
 from ragattn.contract import CompressVerbs, VerbArgs
-from ragattn.document_probe import DocumentProbe, document_probe_path, pool_documents
+from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
 from ragattn.errors import InvalidInputError, ModelLoadError
-from ragattn.lexical import dense_scores, sigmoid
+from ragattn.lexical import sigmoid
 from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
-from ragattn.sentence_attention import unit_widths
 from ragattn.sentences import split_sentences
 from ragattn.types import (
     CompressedDocument,
@@ -81,6 +86,11 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             :class:`~ragattn.blocks.BlockStore`. Only for methods that read attention; the
             features differ from one full prompt (passages do not see each other), measured in
             BENCHMARKS.md §3.
+        selection: ``"documents"`` (default): with several documents, a sentence's keep score
+            also weighs its document's relevance from the same forward
+            (:mod:`ragattn.compress.selection`), where the method's features feed the proxy's
+            document probe and ``selection.json`` is shipped; ``"sentences"``: each sentence on
+            its own score, as before. One document is always scored on its own.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).
@@ -102,7 +112,9 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         dtype: str = "auto",
         threads: int | None = None,
         read_once: bool | BlockStore = False,
+        selection: Selection = "documents",
     ) -> None:
+        self.selection: Selection = check_selection(selection)
         self.spec = method if isinstance(method, MethodSpec) else METHODS.spec(method)
         self.method = self.spec.name
         self.max_chunk_tokens = max_chunk_tokens
@@ -110,6 +122,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
         self._doc_probe: DocumentProbe | None | bool = False  # False: not looked up yet
+        self._weighting: DocumentWeighting | None | bool = False  # False: not looked up yet
         if self.spec.runs_proxy:
             self._proxy.get()
         else:
@@ -172,7 +185,15 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         :class:`~ragattn.contract.CompressVerbs`)."""
         args = VerbArgs.check("compress", given)
         docs, units = self._prepare(query, documents)
-        scores, chunks = self.score_units(query, docs, units)
+        weighting = self.document_weighting() if len(docs) > 1 else None
+        probe = self._document_probe()
+        if weighting and probe and isinstance(self.scorer, ProbeScorer) and units:
+            sentence, feats = self.scorer.score_with_features(query, docs, units)
+            raw = self._document_scores(probe, query, docs, units, feats)
+            scores = weighting.combine(sentence, [u.doc for u in units], raw)
+            chunks = feats.chunks
+        else:
+            scores, chunks = self.score_units(query, docs, units)
         return self._build(
             docs,
             list(range(len(docs))),
@@ -192,11 +213,13 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         (:mod:`ragattn.document_probe`, ``rerank-probe.npz``) and the method's features feed it
         (a probe method reading attention), a document's score is the document probe's, read from
         the same forward: ``raw_score`` in its log-odds units, ``relevance_score`` its sigmoid
-        (results' ``method`` ends in ``:document-probe``). Otherwise a document's score is its
-        best sentence's keep score (raw and ``relevance_score`` alike, in [0, 1];
-        ``:max-sentence``). The best ``top_n`` documents (default: all) are then compressed under
-        the budget, in rank order; ``CompressedDocument.index`` and ``KeptSpan.doc_index`` refer
-        to the input positions. How well each ranks is measured in BENCHMARKS.md §2.
+        (results' ``method`` ends in ``:document-probe``); with ``selection="documents"`` the
+        sentences' keep scores weigh that score (:mod:`ragattn.compress.selection`). Otherwise a
+        document's score is its best sentence's keep score (raw and ``relevance_score`` alike, in
+        [0, 1]; ``:max-sentence``). The best ``top_n`` documents (default: all) are then
+        compressed under the budget, in rank order; ``CompressedDocument.index`` and
+        ``KeptSpan.doc_index`` refer to the input positions. How well each ranks is measured in
+        BENCHMARKS.md §2.
         """
         args = VerbArgs.check("rerank_compress", given)
         docs, units = self._prepare(query, documents)
@@ -209,6 +232,9 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             raw = self._document_scores(probe, query, docs, units, feats)
             relevance = sigmoid(raw)
             how = "document-probe"
+            weighting = self.document_weighting()
+            if weighting is not None:
+                scores = weighting.combine(scores, [u.doc for u in units], raw)
         else:
             scores, chunks = self.score_units(query, docs, units)
             raw = np.zeros(len(docs))
@@ -253,6 +279,21 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
                 self._doc_probe = probe if fits else None
         return self._doc_probe if isinstance(self._doc_probe, DocumentProbe) else None
 
+    def document_weighting(self) -> DocumentWeighting | None:
+        """The document-aware selection this compressor applies to calls with several
+        documents, or None (``selection="sentences"``, a method whose features do not feed the
+        document probe, or no ``selection.json`` fitted for this method and proxy)."""
+        if self._weighting is False:
+            weighting = None
+            if self.selection == "documents" and self._document_probe() is not None:
+                path = selection_path(self.models_dir, proxy_slug(self._proxy.name))
+                if path.is_file():
+                    weighting = DocumentWeighting.load(path)
+                    if weighting.method != self.method:
+                        weighting = None
+            self._weighting = weighting
+        return self._weighting if isinstance(self._weighting, DocumentWeighting) else None
+
     def _document_scores(
         self,
         probe: DocumentProbe,
@@ -262,12 +303,9 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         feats: SentenceFeatures,
     ) -> np.ndarray:
         """The document probe's raw scores from the sentence features of this call's forward."""
-        widths = unit_widths(self.proxy.tokenizer, docs, units)
-        names, pooled = pool_documents(
-            feats.names, feats.matrix, [u.doc for u in units], widths, len(docs)
+        return score_documents(
+            probe, self.proxy.tokenizer, query, docs, units, feats.names, feats.matrix, feats.config
         )
-        minilm = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in docs])
-        return probe.score(names, pooled, minilm, feats.config)
 
     def _prepare(
         self, query: str, documents: str | Sequence[DocumentLike]

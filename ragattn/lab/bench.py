@@ -337,6 +337,9 @@ def bench_compress(
             )
             for m in ("fused", "sentinel")
         ]
+    # The default's document-aware selection against scoring each sentence on its own (issue 28).
+    plain = Compressor(proxy, selection="sentences")
+    variants.append((f"compress, {plain.method}, selection=sentences", plain))
     for name, comp in variants:
 
         def cold(c: Compressor = comp) -> object:

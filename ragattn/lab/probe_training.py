@@ -2,7 +2,8 @@
 
 Sources (all in the shared data folder; evaluation questions never reach training):
 - HotpotQA train sample (supporting-fact sentences),
-- (MuSiQue's train sample labels paragraphs, not sentences; it is read but contributes no example),
+- MuSiQue train sample (paragraph labels only; sentences are labelled by :data:`MUSIQUE_RULE`,
+  used by the document-aware selection, not by the default quotas of the sentence probes),
 - SciFact train rationales (evidence sentences),
 - SQuAD v2 answerable questions from the articles after the evaluation slice (answer sentence),
 - 2WikiMultihopQA questions from index ``TWOWIKI_TRAIN_FROM`` on (the first 200 are evaluation).
@@ -15,6 +16,7 @@ shuffled inside passages (with probability ``shuffle``) so the probe cannot lear
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -51,6 +53,16 @@ QUOTAS: Mapping[str, int] = MappingProxyType(
 
 SCIFACT_DISTRACTORS = 2
 NQ_DISTRACTORS = 4
+MUSIQUE_PASSAGES = 10
+MUSIQUE_RULE = (
+    "a sentence of a supporting paragraph is positive when it contains, case-insensitively and "
+    "as whole words, the final answer, one of its aliases, or the answer of any decomposition "
+    "step (a bridge entity); every sentence of a non-supporting paragraph is negative. A "
+    "question keeps its supporting paragraphs and the first non-supporting ones in the file's "
+    "order, "
+    f"{MUSIQUE_PASSAGES} paragraphs in all (HotpotQA's shape)."
+)
+"""How MuSiQue's paragraph labels become sentence labels (issue 28 item 3)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -180,6 +192,53 @@ def _nq_training(data_dir: Path) -> list[ds.QAExample]:
     return out
 
 
+def musique_sentence_labels(record: Mapping[str, Any]) -> ds.QAExample:
+    """One MuSiQue record as an example with sentence labels by :data:`MUSIQUE_RULE`."""
+    needles = {
+        re.compile(rf"(?<!\w){re.escape(a.strip())}(?!\w)", re.IGNORECASE)
+        for a in [
+            record["answer"],
+            *record.get("answer_aliases", []),
+            *(step.get("answer", "") for step in record.get("question_decomposition", [])),
+        ]
+        if a and a.strip()
+    }
+    supporting = [p for p in record["paragraphs"] if p["is_supporting"]]
+    others = [p for p in record["paragraphs"] if not p["is_supporting"]]
+    chosen = {id(p) for p in [*supporting, *others][:MUSIQUE_PASSAGES]}
+    passages = []
+    for p in record["paragraphs"]:
+        if id(p) not in chosen:
+            continue
+        text = p["paragraph_text"]
+        spans = tuple((u.start, u.end) for u in split_sentences(text))
+        positive = tuple(
+            k
+            for k, (a, b) in enumerate(spans)
+            if p["is_supporting"] and any(n.search(text[a:b]) for n in needles)
+        )
+        passages.append(
+            ds.Passage(
+                title=p["title"],
+                text=text,
+                sentence_spans=spans,
+                supporting=positive,
+                is_gold=bool(p["is_supporting"]),
+            )
+        )
+    return ds.QAExample(
+        qid=str(record["id"]),
+        question=record["question"],
+        answers=tuple(dict.fromkeys([record["answer"], *record.get("answer_aliases", [])])),
+        passages=tuple(passages),
+    )
+
+
+def _musique_training(data_dir: Path) -> list[ds.QAExample]:
+    path = data_dir / "musique" / "musique_ans_v1.0_train.sample100.jsonl"
+    return [musique_sentence_labels(r) for r in ds.read_jsonl(path)]
+
+
 def load_training(
     data_dir: Path,
     *,
@@ -207,6 +266,11 @@ def load_training(
             lambda: ds.load_2wiki(data_dir / "2wikimultihopqa" / "2wiki_dev_sample500.json")[
                 TWOWIKI_TRAIN_FROM:
             ],
+            False,
+        ),
+        (
+            "musique-train",
+            lambda: _musique_training(data_dir),
             False,
         ),
         ("scifact-train", lambda: _scifact_training(data_dir), True),

@@ -1,4 +1,5 @@
-"""RAGATTN_BLOCK_STORE_MB: the service's compressors read passages once, from one shared store."""
+"""The service's compressor factory: RAGATTN_BLOCK_STORE_MB (passages read once, from one shared
+store) and RAGATTN_COMPRESS_SELECTION."""
 
 from __future__ import annotations
 
@@ -15,3 +16,11 @@ def test_the_service_factory_shares_one_block_store_between_methods(proxy: Any) 
     assert first.blocks.store is second.blocks.store
     assert first.blocks.store.max_bytes == 16 << 20
     assert _compressor_factory(Compressor, 0)(proxy, "sentinel").blocks is None  # off by default
+
+
+def test_the_service_factory_passes_the_selection_on(proxy: Any) -> None:
+    """RAGATTN_COMPRESS_SELECTION: ``sentences`` turns the document-aware selection off."""
+    assert _compressor_factory(Compressor, 0)(proxy, None).selection == "documents"
+    plain = _compressor_factory(Compressor, 0, "sentences")(proxy, "sentinel")
+    assert plain.selection == "sentences"
+    assert plain.document_weighting() is None

@@ -68,6 +68,10 @@ def test_blank_values_keep_defaults() -> None:
         ({"RAGATTN_LOG_LEVEL": "loud"}, "RAGATTN_LOG_LEVEL must be one of"),
         ({"RAGATTN_RATE_LIMIT_PER_MINUTE": "-1"}, "RAGATTN_RATE_LIMIT_PER_MINUTE must be >= 0"),
         ({"RAGATTN_BLOCK_STORE_MB": "-1"}, "RAGATTN_BLOCK_STORE_MB must be an integer >= 0"),
+        (
+            {"RAGATTN_COMPRESS_SELECTION": "paragraphs"},
+            "RAGATTN_COMPRESS_SELECTION must be documents or sentences",
+        ),
     ],
 )
 def test_bad_values_raise_config_error(env: dict[str, str], message: str) -> None:

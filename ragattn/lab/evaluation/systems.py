@@ -13,13 +13,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ragattn.assets import default_models_dir
+from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.blocks import BlockReader
 from ragattn.compress import Compressor
 from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import probe_path
+from ragattn.compress.selection import load_weighting
+from ragattn.document_probe import load_document_probe, score_documents
 from ragattn.lab.evaluation.datasets import Passage, RerankQuery
 from ragattn.lab.feature_store import FeatureStore
 from ragattn.proxy import Proxy
@@ -135,6 +137,36 @@ class ProbeSystem:
     def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
         feats = self.cache.get(question, passages)
         return _unflatten(self.probe.predict(feats.names, feats.matrix, feats.config), passages)
+
+
+class DocumentAwareSystem:
+    """A probe method with document-aware selection (:mod:`ragattn.compress.selection`): each
+    sentence's probability weighed by its passage's document-probe score from the same features,
+    as :class:`~ragattn.compress.Compressor` does with ``selection="documents"``."""
+
+    def __init__(self, cache: FeatureCache, method: str, models_dir: Path | None = None) -> None:
+        folder = models_dir or default_models_dir()
+        self.sentences = ProbeSystem(cache, method, folder)
+        self.document_probe = load_document_probe(folder, proxy_slug(cache.proxy))
+        self.weighting = load_weighting(folder, proxy_slug(cache.proxy))
+
+    def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
+        cache = self.sentences.cache
+        feats = cache.get(question, passages)
+        docs, units = _documents(passages)
+        probability = self.sentences.probe.predict(feats.names, feats.matrix, feats.config)
+        raw = score_documents(
+            self.document_probe,
+            cache.proxy.tokenizer,
+            question,
+            docs,
+            units,
+            feats.names,
+            feats.matrix,
+            feats.config,
+        )
+        combined = self.weighting.combine(probability, [u.doc for u in units], raw)
+        return _unflatten(combined, passages)
 
 
 class RawAttentionSystem:

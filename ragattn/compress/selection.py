@@ -1,0 +1,169 @@
+"""Document-aware selection: a sentence's keep score that knows how relevant its document is.
+
+The sentence probe scores every sentence on its own, so with several documents the sentences of a
+distractor compete for the budget on equal terms with those of the relevant documents (a date from
+the wrong monument beats the right one's). The same forward also ranks the documents (the
+document probe, :mod:`ragattn.document_probe`), so a sentence's keep score can take its document's
+relevance into account at no extra forward:
+
+    keep = sigmoid(w_s * s + w_d * z(d) + w_b * b + bias)
+
+- ``s``: the sentence probe's log-odds (its keep probability, clipped to ``[1e-6, 1 - 1e-6]``);
+- ``z(d)``: the document probe's score of the sentence's document, z-scored over the call's
+  documents (so neither their number nor their order matters);
+- ``b``: the document's best sentence log-odds minus the call's best (``<= 0``): how far the
+  document's best sentence is from the best sentence anywhere.
+
+The weights are fitted by logistic regression on the multi-document training questions
+(``ragattn probe train --kind selection``, grouped by question) and stored with what they were
+fitted on in ``models/<proxy>/selection.json``. A call with one document keeps the sentence
+probe's scores unchanged: there is nothing to weigh.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ragattn.document_probe import zscore_columns
+from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.lexical import sigmoid
+
+FORMAT = "ragattn-document-selection/1"
+SELECTION_FILE = "selection.json"
+"""The document-aware selection's file name in ``models/<proxy>/``."""
+COLUMNS: tuple[str, ...] = ("sentence_logit", "document_z", "best_gap")
+"""The three inputs of the combination, in the order of :attr:`DocumentWeighting.weights`."""
+CLIP = 1e-6
+
+Selection = Literal["documents", "sentences"]
+"""``documents``: document-aware keep scores when a call has several documents (the default
+where the proxy ships ``selection.json``); ``sentences``: the sentence probe's scores alone (the
+behaviour before document-aware selection, and always the behaviour for one document)."""
+SELECTIONS: tuple[Selection, ...] = ("documents", "sentences")
+
+
+def check_selection(value: str) -> Selection:
+    """``value`` as a :data:`Selection`.
+
+    Raises:
+        ConfigError: any other value (the message lists the valid ones).
+    """
+    if value not in SELECTIONS:
+        raise ConfigError(f"unknown selection {value!r}; valid: {', '.join(SELECTIONS)}")
+    return value  # type: ignore[return-value]
+
+
+def logit(probabilities: np.ndarray) -> np.ndarray:
+    """Log-odds of keep probabilities, clipped so that 0 and 1 stay finite."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), CLIP, 1.0 - CLIP)
+    return np.log(p / (1.0 - p))
+
+
+def combination_inputs(
+    probabilities: np.ndarray, unit_docs: Sequence[int], document_scores: np.ndarray
+) -> np.ndarray:
+    """The ``[n_units, 3]`` inputs of :data:`COLUMNS` for one call.
+
+    Args:
+        probabilities: the sentence probe's keep probabilities, one per unit, in [0, 1].
+        unit_docs: each unit's document index.
+        document_scores: one score per document (the document probe's log-odds; any scale, only
+            its z-score over the call's documents is used).
+    """
+    s = logit(probabilities)
+    docs = np.asarray(unit_docs, dtype=np.int64)
+    scores = np.asarray(document_scores, dtype=np.float64)
+    z = zscore_columns(scores[:, None])[:, 0]
+    best = np.full(len(scores), -np.inf)
+    np.maximum.at(best, docs, s)
+    top = float(s.max()) if len(s) else 0.0
+    gap = np.where(np.isfinite(best), best - top, 0.0)
+    return np.stack([s, z[docs], gap[docs]], axis=1) if len(s) else np.zeros((0, 3))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentWeighting:
+    """The fitted combination (weights over :data:`COLUMNS`, in log-odds per unit of each input).
+
+    ``config`` records what it was fitted on (sources, question counts, grouped-CV recall) and
+    which sentence probe it reads (``method``), so it is never applied to another probe's scores.
+    """
+
+    weights: tuple[float, float, float]
+    bias: float
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def method(self) -> str:
+        """The compress method whose sentence probabilities this weighting combines."""
+        return str(self.config.get("method", "sentinel"))
+
+    def combine(
+        self, probabilities: np.ndarray, unit_docs: Sequence[int], document_scores: np.ndarray
+    ) -> np.ndarray:
+        """Document-aware keep probabilities in [0, 1], one per unit; with fewer than two
+        documents the sentence probabilities are returned unchanged."""
+        probabilities = np.asarray(probabilities, dtype=np.float64)
+        if len(document_scores) < 2 or len(probabilities) == 0:
+            return probabilities
+        x = combination_inputs(probabilities, unit_docs, document_scores)
+        return sigmoid(x @ np.asarray(self.weights) + self.bias)
+
+    def save(self, path: str | Path) -> None:
+        payload = {
+            "format": FORMAT,
+            "columns": list(COLUMNS),
+            "weights": list(self.weights),
+            "bias": self.bias,
+            "config": dict(self.config),
+        }
+        Path(path).write_text(json.dumps(payload, indent=2) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> DocumentWeighting:
+        """Raises ConfigError for a file of another format or other columns."""
+        data = json.loads(Path(path).read_text())
+        if data.get("format") != FORMAT or tuple(data.get("columns", ())) != COLUMNS:
+            raise ConfigError(f"{path} is not a {FORMAT} file over {', '.join(COLUMNS)}")
+        w = [float(v) for v in data["weights"]]
+        return cls(weights=(w[0], w[1], w[2]), bias=float(data["bias"]), config=data["config"])
+
+
+def selection_path(models_dir: Path, proxy_slug: str) -> Path:
+    """Where the document-aware selection of a proxy lives."""
+    return models_dir / proxy_slug / SELECTION_FILE
+
+
+def load_weighting(models_dir: Path, proxy_slug: str) -> DocumentWeighting:
+    """The proxy's document-aware selection.
+
+    Raises:
+        ModelLoadError: there is none.
+    """
+    path = selection_path(models_dir, proxy_slug)
+    if not path.is_file():
+        raise ModelLoadError(
+            f"no document-aware selection for proxy {proxy_slug!r} at {path}; fit it with: "
+            "ragattn probe train --kind selection"
+        )
+    return DocumentWeighting.load(path)
+
+
+__all__ = [
+    "COLUMNS",
+    "SELECTIONS",
+    "SELECTION_FILE",
+    "DocumentWeighting",
+    "Selection",
+    "check_selection",
+    "combination_inputs",
+    "load_weighting",
+    "logit",
+    "selection_path",
+]

@@ -1,0 +1,86 @@
+"""The first screen is right: with several passages, the compressor keeps the sentence that answers
+the question, not a same-type sentence of another passage (issue 28 item 4).
+
+Real forwards of the packaged proxy with the packaged probes. The cases were written before the
+document-aware selection was fitted (tests/data/README.md) and fit nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ragattn.compress import Compressor
+from ragattn.demo import DOCUMENTS, QUERY
+from ragattn.types import Document
+
+CASES = json.loads(
+    (Path(__file__).parents[1] / "data" / "multidoc_cases.json").read_text(encoding="utf-8")
+)["cases"]
+RATIO = 0.3
+"""The demo's budget."""
+
+
+@pytest.fixture(scope="module")
+def sentinel(proxy: Any) -> Compressor:
+    return Compressor(proxy)  # the defaults: sentinel, document-aware selection
+
+
+def _docs(case: dict[str, Any]) -> list[Document]:
+    return [Document(id=d["id"], title=d["title"], text=d["text"]) for d in case["documents"]]
+
+
+def _score_of(result: Any, sentence: str) -> float:
+    for doc in result.documents:
+        for (start, end), score in zip(doc.sentence_spans, doc.sentence_scores, strict=True):
+            if doc.document.text[start:end] == sentence:
+                return float(score)
+    raise AssertionError(f"sentence not found: {sentence!r}")
+
+
+def test_the_default_compressor_is_document_aware(sentinel: Compressor) -> None:
+    assert sentinel.selection == "documents"
+    assert sentinel.document_weighting() is not None
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_the_answer_sentence_is_kept_and_outranks_the_distractor(
+    sentinel: Compressor, case: dict[str, Any]
+) -> None:
+    out = sentinel.compress(case["query"], _docs(case), ratio=RATIO)
+    for sentence in case["keep"]:
+        assert sentence in out.compressed_text
+        assert _score_of(out, sentence) > _score_of(out, case["distractor"])
+
+
+def test_the_demo_keeps_the_completion_date(sentinel: Compressor) -> None:
+    out = sentinel.compress(QUERY, list(DOCUMENTS), ratio=RATIO)
+    assert "completed on 31 March 1889" in out.compressed_text
+    assert "dedicated on 28 October 1886" not in out.compressed_text
+
+
+def test_one_document_is_scored_the_same_under_both_selections(proxy: Any) -> None:
+    doc = [_docs(CASES[0])[2]]
+    aware = Compressor(proxy).compress(CASES[0]["query"], doc, ratio=RATIO)
+    plain = Compressor(proxy, selection="sentences").compress(CASES[0]["query"], doc, ratio=RATIO)
+    assert aware == plain
+
+
+def test_sentences_selection_keeps_the_sentence_probes_scores(proxy: Any) -> None:
+    """``selection="sentences"`` is the sentence probe alone: its scores are the probe's keep
+    probabilities of the same forward, which the document-aware scores differ from."""
+    case = CASES[0]
+    plain = Compressor(proxy, selection="sentences")
+    aware = Compressor(proxy)
+    docs = _docs(case)
+    p = plain.compress(case["query"], docs, ratio=RATIO)
+    a = aware.compress(case["query"], docs, ratio=RATIO)
+    prepared_docs, units = plain._prepare(case["query"], docs)
+    probe_scores, _ = plain.score_units(case["query"], prepared_docs, units)
+    plain_scores = [s for d in p.documents for s in d.sentence_scores]
+    assert plain_scores == pytest.approx(list(probe_scores), abs=1e-12)
+    assert plain.document_weighting() is None
+    assert plain_scores != pytest.approx([s for d in a.documents for s in d.sentence_scores])

@@ -1,0 +1,88 @@
+"""Document-aware selection (ragattn.compress.selection): the combination's arithmetic."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragattn.compress.selection import (
+    COLUMNS,
+    DocumentWeighting,
+    check_selection,
+    combination_inputs,
+    load_weighting,
+    logit,
+)
+from ragattn.errors import ConfigError, ModelLoadError
+
+PROBS = np.array([0.9, 0.2, 0.6, 0.6, 0.1])
+DOCS = [0, 0, 1, 1, 2]
+DOC_SCORES = np.array([2.0, -1.0, 0.5])
+WEIGHTING = DocumentWeighting(weights=(1.0, 1.5, 0.5), bias=-0.2, config={"method": "sentinel"})
+
+
+def test_inputs_are_the_logit_the_documents_z_score_and_the_best_gap() -> None:
+    x = combination_inputs(PROBS, DOCS, DOC_SCORES)
+    assert x.shape == (5, len(COLUMNS))
+    np.testing.assert_allclose(x[:, 0], logit(PROBS))
+    z = (DOC_SCORES - DOC_SCORES.mean()) / DOC_SCORES.std()
+    np.testing.assert_allclose(x[:, 1], z[DOCS])
+    best = logit(np.array([0.9, 0.6, 0.1]))
+    np.testing.assert_allclose(x[:, 2], (best - best.max())[DOCS])
+    assert (x[:, 2] <= 0).all() and x[0, 2] == 0.0
+
+
+def test_the_relevant_documents_sentence_wins_a_tie() -> None:
+    """Two sentences with the same probe score: the one in the better document ranks first."""
+    combined = WEIGHTING.combine(np.array([0.5, 0.5]), [0, 1], np.array([-1.0, 3.0]))
+    assert combined[1] > combined[0]
+
+
+def test_document_order_does_not_change_any_sentences_score() -> None:
+    perm = [2, 0, 1]  # documents renumbered: old doc d becomes new doc perm.index(d)
+    new_docs = [perm.index(d) for d in DOCS]
+    new_scores = DOC_SCORES[perm]
+    np.testing.assert_allclose(
+        WEIGHTING.combine(PROBS, DOCS, DOC_SCORES),
+        WEIGHTING.combine(PROBS, new_docs, new_scores),
+    )
+
+
+def test_one_document_keeps_the_sentence_scores() -> None:
+    probs = np.array([0.3, 0.8, 0.5])
+    np.testing.assert_array_equal(WEIGHTING.combine(probs, [0, 0, 0], np.array([1.7])), probs)
+
+
+def test_logit_is_finite_at_zero_and_one() -> None:
+    assert np.isfinite(logit(np.array([0.0, 1.0]))).all()
+
+
+def test_save_and_load_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "selection.json"
+    WEIGHTING.save(path)
+    back = DocumentWeighting.load(path)
+    assert back == WEIGHTING
+
+
+def test_a_file_of_other_columns_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "selection.json"
+    WEIGHTING.save(path)
+    data = json.loads(path.read_text())
+    data["columns"] = ["sentence_logit", "something_else", "best_gap"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="columns|selection"):
+        DocumentWeighting.load(path)
+
+
+def test_a_missing_file_says_how_to_fit_it(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="probe train --kind selection"):
+        load_weighting(tmp_path, "smollm2-135m")
+
+
+def test_unknown_selection_is_refused() -> None:
+    assert check_selection("sentences") == "sentences"
+    with pytest.raises(ConfigError, match="documents, sentences"):
+        check_selection("paragraphs")
