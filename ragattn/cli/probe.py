@@ -71,9 +71,7 @@ def probe_train(
             store=selection_store,
             models_dir=models_dir or default_models_dir(),
             limit=limit,
-            command="ragattn probe train --kind selection"
-            + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
-            + (f" --limit {limit}" if limit else ""),
+            command=_command("ragattn probe train --kind selection", proxy, limit),
         )
         typer.echo(card)
         typer.echo(f"document-aware selection written to {out_dir}", err=True)
@@ -90,9 +88,7 @@ def probe_train(
             out_dir,
             store=rerank_store,
             limit=limit,
-            command="ragattn probe train --kind rerank"
-            + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
-            + (f" --limit {limit}" if limit else ""),
+            command=_command("ragattn probe train --kind rerank", proxy, limit),
         )
         typer.echo(card)
         typer.echo(f"document probe written to {out_dir}", err=True)
@@ -109,11 +105,18 @@ def probe_train(
         methods=[m.strip() for m in method.split(",") if m.strip()],
         learners=[*LEARNERS, ("trees", 0.0)] if trees else LEARNERS,
         folds=folds,
-        command="ragattn probe train"
-        + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
-        + (f" --limit {limit}" if limit else "")
+        command=_command("ragattn probe train", proxy, limit)
         + (" --trees" if trees else "")
         + (" --read-once" if read_once else ""),
     )
     typer.echo(report)
     typer.echo(f"probes written to {out_dir}", err=True)
+
+
+def _command(base: str, proxy: str, limit: int | None) -> str:
+    """The command line a model card cites: ``base`` plus the options that are not defaults."""
+    return (
+        base
+        + (f" --proxy {proxy}" if proxy != "smollm2-135m" else "")
+        + (f" --limit {limit}" if limit else "")
+    )
