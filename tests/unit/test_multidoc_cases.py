@@ -92,13 +92,13 @@ def test_documents_selection_answers_more_cases_than_sentences_selection(
 
     def answered(compressor: Compressor) -> int:
         hits = sum(_keeps_every_answer(compressor, c) for c in CASES)
-        text = compressor.compress(QUERY, list(DOCUMENTS), ratio=RATIO).compressed_text
+        text = compressor.compress(QUERY, list(DOCUMENTS), ratio=RATIO).compressed_text  # all six
         return hits + ("completed on 31 March 1889" in text)
 
     assert answered(sentinel) > answered(plain)
 
 
-def test_the_demo_keeps_the_completion_date(sentinel: Compressor) -> None:
+def test_over_all_six_demo_passages_the_completion_date_is_kept(sentinel: Compressor) -> None:
     out = sentinel.compress(QUERY, list(DOCUMENTS), ratio=RATIO)
     assert "completed on 31 March 1889" in out.compressed_text
 
@@ -107,9 +107,45 @@ def test_the_demo_keeps_the_completion_date(sentinel: Compressor) -> None:
     reason="the Statue of Liberty's dedication date is still kept beside the completion date",
     strict=False,
 )
-def test_the_demo_drops_the_other_monuments_date(sentinel: Compressor) -> None:
+def test_over_all_six_demo_passages_the_other_monuments_date_is_dropped(
+    sentinel: Compressor,
+) -> None:
     out = sentinel.compress(QUERY, list(DOCUMENTS), ratio=RATIO)
     assert "dedicated on 28 October 1886" not in out.compressed_text
+
+
+def _demo_screen(proxy: Any, sentinel: Compressor) -> Any:
+    """What ``ragattn demo`` shows: the default reranker's top three, compressed to 30 %."""
+    from ragattn.rerank import Reranker
+
+    ranked = Reranker(proxy).rerank(QUERY, DOCUMENTS, top_n=3)
+    return sentinel.compress(QUERY, [r.document for r in ranked], ratio=RATIO)
+
+
+def test_on_the_demo_screen_the_two_answer_sentences_score_highest(
+    proxy: Any, sentinel: Compressor
+) -> None:
+    out = _demo_screen(proxy, sentinel)
+    scored = sorted(
+        (
+            (float(score), doc.document.text[start:end])
+            for doc in out.documents
+            for (start, end), score in zip(doc.sentence_spans, doc.sentence_scores, strict=True)
+        ),
+        reverse=True,
+    )
+    top_two = " ".join(text for _, text in scored[:2])
+    assert "designed by the engineers" in top_two
+    assert "completed on 31 March 1889" in top_two
+
+
+@pytest.mark.xfail(
+    reason="the designers' (24 tokens) and the completion (32 tokens) sentences rank first and "
+    "second, but 30 % of the top three's 164 tokens is 49: the second does not fit",
+    strict=False,
+)
+def test_the_demo_screen_keeps_the_completion_date(proxy: Any, sentinel: Compressor) -> None:
+    assert "completed on 31 March 1889" in _demo_screen(proxy, sentinel).compressed_text
 
 
 def test_one_document_is_scored_the_same_under_both_selections(proxy: Any) -> None:
