@@ -186,7 +186,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         args = VerbArgs.check("compress", given)
         docs, units = self._prepare(query, documents)
         weighting = self.document_weighting() if len(docs) > 1 else None
-        probe = self._document_probe()
+        probe = self._document_probe() if weighting else None  # a weighting implies a probe
         if weighting and probe and isinstance(self.scorer, ProbeScorer) and units:
             sentence, feats = self.scorer.score_with_features(query, docs, units)
             raw = self._document_scores(probe, query, docs, units, feats)
