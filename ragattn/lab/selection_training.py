@@ -30,6 +30,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ragattn.assets import proxy_slug
+from ragattn.compress.budget import Budget, select
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import probe_path
 from ragattn.compress.selection import (
@@ -127,15 +128,16 @@ def build_examples(
 def recall_at_budget(
     scores: np.ndarray, y: np.ndarray, widths: np.ndarray, budget: float = BUDGET
 ) -> float:
-    """Recall of gold units when units are kept best-first while they fit ``budget`` of the
-    tokens (a unit that does not fit is skipped; the best unit is always kept), as
-    :func:`ragattn.compress.budget.select` does."""
-    limit = budget * float(widths.sum())
-    used, kept = 0.0, np.zeros(len(scores), dtype=bool)
-    for i in sorted(range(len(scores)), key=lambda k: (-scores[k], k)):
-        if not kept.any() or used + widths[i] <= limit:
-            kept[i] = True
-            used += widths[i]
+    """Recall of gold units when :func:`ragattn.compress.budget.select` keeps units under
+    ``budget`` of the tokens (best first; a unit that does not fit is skipped)."""
+    costs = [int(w) for w in widths]
+    kept = select(
+        [float(v) for v in scores],
+        costs,
+        Budget(kind="ratio", value=budget),
+        sum(costs),
+        lambda units: sum(costs[i] for i in units),
+    )
     return float(y[kept].sum() / y.sum())
 
 

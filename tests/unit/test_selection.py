@@ -86,3 +86,17 @@ def test_unknown_selection_is_refused() -> None:
     assert check_selection("sentences") == "sentences"
     with pytest.raises(ConfigError, match="documents, sentences"):
         check_selection("paragraphs")
+
+
+def test_recall_at_budget_keeps_units_as_the_compressor_does() -> None:
+    """Best first under the token limit, a misfit skipped: the choosing measure of the fit."""
+    from ragattn.lab.selection_training import recall_at_budget
+
+    scores = np.array([0.9, 0.1, 0.5, 0.3])
+    widths = np.array([5, 2, 6, 2])
+    y = np.array([0, 1, 1, 0])
+    # limit 0.5 * 15 = 7: unit 0 (5), unit 2 (6) does not fit, unit 3 (2) fits, unit 1 no room.
+    assert recall_at_budget(scores, y, widths, budget=0.5) == 0.0
+    # limit 0.9 * 15 = 13: units 0 and 2 (11), then unit 3 (2); unit 1 no room.
+    assert recall_at_budget(scores, y, widths, budget=0.9) == 0.5
+    assert recall_at_budget(scores, y, widths, budget=1.0) == 1.0
