@@ -141,17 +141,28 @@ def bench_compress_cmd(
         "full prompt, and passages read once (cold: never seen; warm: same passages, new "
         "question).",
     ),
+    cascade: list[str] = typer.Option(
+        [],
+        help="With --read-once, also time the default behind a lexical cascade, KEEP:SCORER "
+        "(e.g. 0.8:lexical; repeatable), over the same distinct contexts.",
+    ),
     out: Path | None = typer.Option(None, help="Write all rows as JSON."),
 ) -> None:
     """Compress a ~2,000-token context with every method; one-pass rerank+compress vs two calls;
     cold and warm (repeated passages) medians of the default, against the naive forward."""
+    from ragattn.compress.cascade import Cascade
+    from ragattn.errors import InvalidInputError
     from ragattn.lab.bench import bench_compress, bench_read_once, runtime_line
     from ragattn.proxy import load_proxy
 
+    try:
+        cascades = [Cascade.parse(spec) for spec in cascade]
+    except InvalidInputError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
     cold_warm: list[dict] = []
     if read_once:
-        cold_warm = bench_read_once(loaded, data, tokens=tokens, runs=runs)
+        cold_warm = bench_read_once(loaded, data, tokens=tokens, runs=runs, cascades=cascades)
         first = cold_warm[0]
         typer.echo(
             f"{runtime_line(first)}\n{runs} distinct contexts, median {first['documents']} "

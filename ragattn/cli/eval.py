@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -116,6 +117,23 @@ def eval_rerank(
 DATASETS = ("2wiki", "hotpotqa", "squad", "scifact")
 
 
+def _cascade_system(
+    spec: str, proxy: Any, models_dir: Path | None, min_tokens: int, ratio: float
+) -> dict[str, Any]:
+    """``{name: system}`` for one ``--cascade KEEP:SCORER``: the default compressor behind it."""
+    from ragattn.compress import Compressor
+    from ragattn.compress.cascade import Cascade
+    from ragattn.errors import InvalidInputError
+    from ragattn.lab.evaluation.systems import CompressorSystem
+
+    try:
+        made = Cascade.parse(spec, min_tokens=min_tokens)
+    except InvalidInputError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    compressor = Compressor(proxy, models_dir=models_dir, cascade=made)
+    return {f"cascade-{made.scorer}-{made.keep:g}": CompressorSystem(compressor, ratio=ratio)}
+
+
 @eval_app.command("compress")
 def eval_compress(
     dataset: str = typer.Option(..., help=f"One of {', '.join(DATASETS)}."),
@@ -140,6 +158,15 @@ def eval_compress(
     read_once: bool = typer.Option(
         False,
         help="Read passages as cached document blocks (ragattn.blocks) instead of one prompt.",
+    ),
+    cascade: list[str] = typer.Option(
+        [],
+        help="Also evaluate the default compressor behind a lexical cascade, KEEP:SCORER (e.g. "
+        "0.8:lexical or 0.6:bm25; repeatable), cut for the first budget; the system is named "
+        "cascade-SCORER-KEEP.",
+    ),
+    cascade_min_tokens: int = typer.Option(
+        1024, help="The cascades cut contexts of at least this many proxy tokens."
     ),
 ) -> None:
     """Supporting-fact recall at each budget, R-precision, answer retention, achieved ratio."""
@@ -190,6 +217,8 @@ def eval_compress(
     if unknown:
         raise typer.BadParameter(f"unknown systems {unknown}; valid: {', '.join(factories)}")
     scorers = {m: factories[m]() for m in _methods(method)}
+    for spec in cascade:
+        scorers.update(_cascade_system(spec, loaded, models_dir, cascade_min_tokens, budget[0]))
     report = harness.evaluate_selection(
         examples, scorers, budgets=tuple(budget), tokenizer=loaded.tokenizer
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.blocks import BlockReader, BlockStore
 from ragattn.compress.budget import select
+from ragattn.compress.cascade import Cascade, keep_by_tokens
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import (
@@ -36,11 +38,12 @@ from ragattn.compress.selection import (
 from ragattn.contract import CompressVerbs, VerbArgs
 from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
 from ragattn.errors import InvalidInputError, ModelLoadError
-from ragattn.lexical import sigmoid
+from ragattn.lexical import bm25_scores, sigmoid
 from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
 from ragattn.sentences import split_sentences
 from ragattn.types import (
+    Budget,
     CompressedDocument,
     CompressionResult,
     Document,
@@ -91,6 +94,12 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             (:mod:`ragattn.compress.selection`), where the method's features feed the proxy's
             document probe and ``selection.json`` is shipped; ``"sentences"``: each sentence on
             its own score, as before. One document is always scored on its own.
+        cascade: a :class:`~ragattn.compress.cascade.Cascade` cuts long contexts before the
+            proxy reads them (methods that read attention, in :meth:`compress`; ignored by the
+            others, which have no forward to save): a
+            cheap scorer keeps the best ``keep`` share of the proxy tokens and attention reads
+            those; the sentences it drops score 0 and the result's ``warnings`` say how many.
+            Off by default: what it costs in recall is measured in BENCHMARKS.md §3.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).
@@ -113,10 +122,13 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         threads: int | None = None,
         read_once: bool | BlockStore = False,
         selection: Selection = "documents",
+        cascade: Cascade | None = None,
     ) -> None:
         self.selection: Selection = check_selection(selection)
         self.spec = method if isinstance(method, MethodSpec) else METHODS.spec(method)
         self.method = self.spec.name
+        self.cascade = cascade if self.spec.reads_attention else None  # nothing to save otherwise
+        self._cascade_probe: ProbeScorer | None = None
         self.max_chunk_tokens = max_chunk_tokens
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
         self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
@@ -185,15 +197,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         :class:`~ragattn.contract.CompressVerbs`)."""
         args = VerbArgs.check("compress", given)
         docs, units = self._prepare(query, documents)
-        weighting = self.document_weighting() if len(docs) > 1 else None
-        probe = self._document_probe() if weighting else None  # a weighting implies a probe
-        if weighting and probe and isinstance(self.scorer, ProbeScorer) and units:
-            sentence, feats = self.scorer.score_with_features(query, docs, units)
-            raw = self._document_scores(probe, query, docs, units, feats)
-            scores = weighting.combine(sentence, [u.doc for u in units], raw)
-            chunks = feats.chunks
-        else:
-            scores, chunks = self.score_units(query, docs, units)
+        scores, chunks, notes = self.context_scores(query, docs, units, args.compress_budget)
         return self._build(
             docs,
             list(range(len(docs))),
@@ -202,7 +206,78 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             chunks,
             args,
             self._entity_units(query, docs, units) if args.keep_entities else [],
+            notes=notes,
         )
+
+    def context_scores(
+        self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
+    ) -> tuple[np.ndarray, int, tuple[str, ...]]:
+        """The keep scores :meth:`compress` selects ``units`` by under ``budget``: in [0, 1],
+        document-aware when a weighting applies, 0 for a sentence the cascade dropped; with the
+        number of proxy chunks read and the notes the result's warnings carry (what the cascade
+        cut)."""
+        read = self._cascade_cut(query, docs, units, budget)
+        if read is None:
+            scores, chunks = self._selection_scores(query, docs, units)
+            return scores, chunks, ()
+        read_docs, read_units = _reduced(docs, units, read)
+        read_scores, chunks = self._selection_scores(query, read_docs, read_units)
+        scores = np.zeros(len(units))
+        scores[read] = read_scores
+        assert self.cascade is not None  # a cut implies a cascade
+        note = (
+            f"the cascade ({self.cascade.scorer}) let attention read {len(read)} of "
+            f"{len(units)} sentences; the {len(units) - len(read)} it dropped score 0"
+        )
+        return scores, chunks, (note,)
+
+    def _selection_scores(
+        self, query: str, docs: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, int]:
+        """Keep scores in [0, 1] for ``units`` (document-aware when a weighting applies) and the
+        number of proxy chunks read."""
+        weighting = self.document_weighting() if len(docs) > 1 else None
+        probe = self._document_probe() if weighting else None  # a weighting implies a probe
+        if weighting and probe and isinstance(self.scorer, ProbeScorer) and units:
+            sentence, feats = self.scorer.score_with_features(query, docs, units)
+            raw = self._document_scores(probe, query, docs, units, feats)
+            return weighting.combine(sentence, [u.doc for u in units], raw), feats.chunks
+        return self.score_units(query, docs, units)
+
+    def _cascade_cut(
+        self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
+    ) -> np.ndarray | None:
+        """The units attention reads when the cascade cuts this call (ascending indices), or
+        None when the whole context is read. Sizes are counted in the proxy's tokenizer."""
+        cascade = self.cascade
+        if cascade is None or len(units) < 2:
+            return None
+        tokenizer, _ = self._proxy.tokenizer()
+        texts = [docs[u.doc].text[u.start : u.end] for u in units]
+        costs = [_count(tokenizer, t) for t in texts]
+        total = sum(costs)
+        if not cascade.applies(total, budget.token_limit(total)):
+            return None
+        if cascade.scorer == "bm25":
+            first = bm25_scores(query, texts)
+        else:
+            first = self._cascade_scorer().score(query, docs, units)[0]
+        read = keep_by_tokens(first, costs, cascade.keep)
+        return read if len(read) < len(units) else None
+
+    def _cascade_scorer(self) -> ProbeScorer:
+        """The ``lexical`` probe as the cascade's first pass (loaded on first use)."""
+        if self._cascade_probe is None:
+            path = probe_path(self.models_dir, self._proxy.name, "lexical")
+            if not path.is_file():
+                raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
+            self._cascade_probe = ProbeScorer(
+                None,
+                Probe.load(path),
+                PROBE_METHODS["lexical"],
+                max_chunk_tokens=self.max_chunk_tokens,
+            )
+        return self._cascade_probe
 
     def _rerank_compress(
         self, query: str, documents: Sequence[DocumentLike], given: Mapping[str, Any]
@@ -326,13 +401,15 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         chunks: int,
         args: VerbArgs,
         forced: Sequence[int],
+        *,
+        notes: Sequence[str] = (),
     ) -> CompressionResult:
         """Select units under ``args.budget`` and assemble the result; ``indices`` are input
-        positions."""
+        positions; ``notes`` go first into the result's warnings."""
         budget, keep_order = args.compress_budget, args.keep_order
         tok, tok_name = self._counting_tokenizer(args.tokenizer)
         origin_tokens = _count(tok, DOC_JOINER.join(doc.text for doc in docs))
-        warnings: list[str] = []
+        warnings: list[str] = list(notes)
         if not units:
             empty = tuple(
                 CompressedDocument(
@@ -438,6 +515,31 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         ]
 
 
+def _reduced(
+    docs: Sequence[Document], units: Sequence[Unit], read: Sequence[int] | np.ndarray
+) -> tuple[list[Document], list[Unit]]:
+    """The context the cascade lets attention read: each document with only the ``read`` units,
+    joined by one space (a document with none is left out), and those units' spans in it, in the
+    order of ``read``."""
+    by_doc: dict[int, list[int]] = {}
+    for i in read:
+        by_doc.setdefault(units[i].doc, []).append(i)
+    out_docs: list[Document] = []
+    spans: dict[int, Unit] = {}
+    for d in sorted(by_doc):
+        parts: list[str] = []
+        cursor = 0
+        for i in by_doc[d]:
+            text = docs[d].text[units[i].start : units[i].end]
+            if parts:
+                cursor += 1
+            spans[i] = Unit(len(out_docs), cursor, cursor + len(text))
+            parts.append(text)
+            cursor += len(text)
+        out_docs.append(replace(docs[d], text=" ".join(parts)))
+    return out_docs, [spans[i] for i in read]
+
+
 def _doc_text(text: str, members: Sequence[Unit], kept: Sequence[Unit]) -> str:
     """Kept sentences of one document in order, each with its original trailing whitespace (so the
     result is a concatenation of substrings of ``text``), right-stripped."""
@@ -461,4 +563,4 @@ def _context_text(docs: Sequence[Document], units: Sequence[Unit], ordered: Sequ
     return DOC_JOINER.join(p for p in parts if p)
 
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "PROBE_METHODS", "Compressor", "probe_path"]
+__all__ = ["DEFAULT_METHOD", "METHODS", "PROBE_METHODS", "Cascade", "Compressor", "probe_path"]

@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 
 from ragattn.attention import HeadSet, engine_for
+from ragattn.compress.cascade import Cascade
 from ragattn.lab.registry import rerank_spec
 from ragattn.prompt import (
     CALIBRATION_QUERY,
@@ -228,12 +229,19 @@ def distinct_contexts(
 
 
 def bench_read_once(
-    proxy: Proxy, data_dir: Path, *, tokens: int = 2000, runs: int = 5, naive: bool = True
+    proxy: Proxy,
+    data_dir: Path,
+    *,
+    tokens: int = 2000,
+    runs: int = 5,
+    naive: bool = True,
+    cascades: Sequence[Cascade] = (),
 ) -> list[dict]:
     """The default compressor with and without cached document blocks, over ``runs`` distinct
     contexts of about ``tokens`` proxy tokens: naive eager Sentinel forward (baseline), full
     prompt, read once with passages never seen (cold), and the same passages with a new question
-    (warm). Medians in seconds; ratios against the naive row."""
+    (warm); and the full prompt behind each of ``cascades``. Medians in seconds; ratios against
+    the naive row."""
     from ragattn.blocks import BlockStore, bytes_per_token
     from ragattn.compress import Compressor
     from ragattn.embed import shared_embedder
@@ -243,15 +251,20 @@ def bench_read_once(
     full = Compressor(proxy)
     store = BlockStore(8 << 30)
     once = Compressor(proxy, read_once=store)
+    cut = {_cascade_name(c): Compressor(proxy, cascade=c) for c in cascades}
     embedder = shared_embedder()
-    for comp in (full, once):
+    for comp in (full, once, *cut.values()):
         comp.compress(warm_up[0], warm_up[1], ratio=0.2)  # first-call costs out of the timings
     timings: dict[str, list[float]] = {"naive": [], "full": [], "cold": [], "warm": []}
+    timings.update({name: [] for name in cut})
     for query, docs in contexts:
         embedder.clear_cache()
         if naive:
             timings["naive"].append(_seconds(partial(naive_sentinel, proxy, query, docs)))
         timings["full"].append(_seconds(partial(full.compress, query, docs, ratio=0.2)))
+        for name, comp in cut.items():
+            embedder.clear_cache()
+            timings[name].append(_seconds(partial(comp.compress, query, docs, ratio=0.2)))
         timings["cold"].append(_seconds(partial(once.compress, query, docs, ratio=0.2)))
         follow = f"Which of these is mentioned first? {query}"
         timings["warm"].append(_seconds(partial(once.compress, follow, docs, ratio=0.2)))
@@ -263,6 +276,7 @@ def bench_read_once(
         "cold": f"compress, {once.method}, read once: passages never seen (cold)",
         "warm": f"compress, {once.method}, read once: same passages, new question (warm)",
     }
+    names.update({name: f"compress, {full.method}, full prompt, {name}" for name in cut})
     rows = []
     for key, seconds in timings.items():
         if not seconds:
@@ -291,6 +305,12 @@ def bench_read_once(
             }
         )
     return rows
+
+
+def _cascade_name(cascade: Cascade) -> str:
+    return (
+        f"cascade {cascade.scorer} keep {cascade.keep:g} (contexts >= {cascade.min_tokens} tokens)"
+    )
 
 
 def _seconds(fn: Callable[[], object]) -> float:

@@ -26,7 +26,7 @@ from ragattn.lab.evaluation.datasets import Passage, RerankQuery
 from ragattn.lab.feature_store import FeatureStore
 from ragattn.proxy import Proxy
 from ragattn.rerank import Reranker
-from ragattn.types import Document
+from ragattn.types import Budget, Document
 
 
 class RerankerSystem:
@@ -167,6 +167,21 @@ class DocumentAwareSystem:
         )
         combined = self.weighting.combine(probability, [u.doc for u in units], raw)
         return _unflatten(combined, passages)
+
+
+class CompressorSystem:
+    """A :class:`Compressor` scoring the gold sentences as :meth:`Compressor.compress` would
+    under ``ratio`` (a cascade cuts the context as it would for that budget; every budget of the
+    report then selects from these scores)."""
+
+    def __init__(self, compressor: Compressor, *, ratio: float = 0.2) -> None:
+        self.compressor = compressor
+        self.budget = Budget(kind="ratio", value=ratio)
+
+    def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
+        docs, units = _documents(passages)
+        scores, _, _ = self.compressor.context_scores(question, docs, units, self.budget)
+        return _unflatten(scores, passages)
 
 
 class RawAttentionSystem:

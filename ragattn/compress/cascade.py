@@ -1,0 +1,104 @@
+"""A lexical cascade in front of attention: long contexts are cut before the proxy reads them.
+
+The proxy forward is the cost of every attention method, and it grows with the tokens it reads. A
+cheap first scorer ranks a long context's sentences, and attention reads only the best ones, a
+``keep`` share of the context's proxy tokens. A sentence the cascade drops is never kept, so the
+share of gold sentences it drops bounds the recall it can cost; the thresholds were chosen on that
+bound over training questions (``studies/cascade_curve.py``, BENCHMARKS.md §3 "A lexical
+cascade"), and what it costs on the shared dev sets is measured there too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from ragattn.errors import InvalidInputError
+
+CascadeScorer = Literal["bm25", "lexical"]
+
+
+def keep_by_tokens(
+    scores: Sequence[float] | np.ndarray, costs: Sequence[int] | np.ndarray, keep: float
+) -> np.ndarray:
+    """Indices (ascending) of the best-scoring units whose token costs first reach ``keep`` of
+    the total; ties go to the earlier unit. At least one unit is kept when there is one.
+
+    Args:
+        scores: one score per unit, higher is better (any units).
+        costs: each unit's length in tokens.
+        keep: the share of the total tokens to keep, in (0, 1].
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    c = np.asarray(costs, dtype=np.int64)
+    if len(s) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = sorted(range(len(s)), key=lambda i: (-s[i], i))
+    target = keep * float(c.sum())
+    kept: list[int] = []
+    total = 0
+    for i in order:
+        if kept and total >= target:
+            break
+        kept.append(i)
+        total += int(c[i])
+    return np.asarray(sorted(kept), dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cascade:
+    """When and how much a long context is cut before attention reads it.
+
+    Attributes:
+        min_tokens: contexts shorter than this many proxy tokens are read whole.
+        keep: the share of the context's proxy tokens attention reads, in (0, 1].
+        scorer: the first pass: ``"bm25"`` (BM25 over the context's sentences, no model) or
+            ``"lexical"`` (the ``lexical`` probe: BM25, MiniLM, position and length).
+        min_room: the cascade applies only when what it keeps is at least this many times the
+            budget's tokens, so that attention still chooses among several times what it keeps.
+    """
+
+    min_tokens: int = 1024
+    keep: float = 0.5
+    scorer: CascadeScorer = "bm25"
+    min_room: float = 2.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.keep <= 1.0:
+            raise InvalidInputError(f"cascade keep must be in (0, 1], got {self.keep}")
+        if self.min_tokens < 0:
+            raise InvalidInputError(f"cascade min_tokens must be >= 0, got {self.min_tokens}")
+        if self.scorer not in ("bm25", "lexical"):
+            raise InvalidInputError(
+                f"cascade scorer must be 'bm25' or 'lexical', got {self.scorer!r}"
+            )
+        if self.min_room < 1.0:
+            raise InvalidInputError(f"cascade min_room must be >= 1, got {self.min_room}")
+
+    @classmethod
+    def parse(cls, spec: str, *, min_tokens: int = 1024) -> Cascade:
+        """A cascade from ``"KEEP:SCORER"`` (e.g. ``"0.8:lexical"``; the scorer defaults to
+        ``lexical``), as the command line gives it.
+
+        Raises:
+            InvalidInputError: a keep that is not a number in (0, 1], or an unknown scorer.
+        """
+        keep, _, scorer = spec.partition(":")
+        try:
+            share = float(keep)
+        except ValueError:
+            raise InvalidInputError(f"cascade {spec!r}: KEEP must be a number") from None
+        return cls(min_tokens=min_tokens, keep=share, scorer=scorer or "lexical")  # type: ignore[arg-type]  # checked
+
+    def applies(self, context_tokens: int, budget_tokens: int | None) -> bool:
+        """Whether a context of ``context_tokens`` compressed to ``budget_tokens`` (None: no
+        token limit) is cut: it is long enough and what the cut keeps leaves attention room."""
+        if context_tokens < self.min_tokens or budget_tokens is None or self.keep >= 1.0:
+            return False
+        return self.keep * context_tokens >= self.min_room * budget_tokens
+
+
+__all__ = ["Cascade", "CascadeScorer", "keep_by_tokens"]

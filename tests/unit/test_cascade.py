@@ -1,0 +1,113 @@
+"""The lexical cascade (ragattn.compress.cascade): what it keeps, when it applies, and that the
+sentences it lets through are scored exactly as if the caller had sent only those."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ragattn.compress import Compressor
+from ragattn.compress.cascade import Cascade, keep_by_tokens
+from ragattn.errors import InvalidInputError
+from ragattn.types import Document
+
+
+def test_keep_by_tokens_takes_the_best_until_the_share_is_reached() -> None:
+    scores = [0.1, 0.9, 0.5, 0.7]
+    costs = [10, 10, 30, 50]  # 100 tokens
+    assert keep_by_tokens(scores, costs, 0.1).tolist() == [1]
+    assert keep_by_tokens(scores, costs, 0.5).tolist() == [1, 3]  # 10 + 50 >= 50
+    assert keep_by_tokens(scores, costs, 0.61).tolist() == [1, 2, 3]
+    assert keep_by_tokens(scores, costs, 1.0).tolist() == [0, 1, 2, 3]
+
+
+def test_keep_by_tokens_breaks_ties_by_position_and_keeps_one_at_least() -> None:
+    assert keep_by_tokens([0.5, 0.5, 0.5], [10, 10, 10], 0.3).tolist() == [0]
+    assert keep_by_tokens([0.0, 0.0], [0, 0], 0.5).tolist() == [0]
+    assert keep_by_tokens([], [], 0.5).tolist() == []
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"keep": 0.0}, {"keep": 1.5}, {"min_tokens": -1}, {"scorer": "bert"}, {"min_room": 0.5}],
+)
+def test_a_bad_cascade_is_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidInputError):
+        Cascade(**kwargs)
+
+
+def test_the_cascade_applies_to_long_contexts_with_room_for_attention() -> None:
+    cascade = Cascade(min_tokens=1000, keep=0.5, min_room=2.0)
+    assert not cascade.applies(999, 100)  # short
+    assert not cascade.applies(2000, None)  # a score threshold, not a token budget
+    assert cascade.applies(2000, 500)  # keeps 1000 >= 2 x 500
+    assert not cascade.applies(2000, 501)
+    assert not Cascade(min_tokens=0, keep=1.0).applies(5000, 10)  # keeps everything
+
+
+FACTS = [
+    "Marie Curie was born in Warsaw in 1867. She studied physics in Paris.",
+    "The Eiffel Tower is in Paris. It was completed in 1889 for the World's Fair.",
+    "Warsaw is the capital of Poland. The Vistula river flows through the city.",
+    "Curie won the Nobel Prize in Physics in 1903. She won a second Nobel Prize in 1911.",
+]
+QUERY = "In which city was Marie Curie born?"
+
+
+def test_attention_reads_only_what_the_cascade_keeps(proxy: Any) -> None:
+    """The read sentences score as in a compression of only those sentences; the dropped ones
+    score 0, are never kept, and the warning counts them."""
+    cascade = Cascade(min_tokens=16, keep=0.5, scorer="bm25", min_room=1.0)
+    cut = Compressor(proxy, cascade=cascade).compress(QUERY, FACTS, ratio=0.2)
+    warning = [w for w in cut.warnings if w.startswith("the cascade")]
+    assert warning, cut.warnings
+    scores = [s for doc in cut.documents for s in doc.sentence_scores]
+    spans = [(doc.index, a, b) for doc in cut.documents for a, b in doc.sentence_spans]
+    read = [i for i, s in enumerate(scores) if s > 0]
+    dropped = [i for i, s in enumerate(scores) if s == 0]
+    assert dropped and read
+    assert f"read {len(read)} of {len(scores)} sentences" in warning[0]
+    kept = {(k.doc_index, k.start, k.end) for doc in cut.documents for k in doc.kept_spans}
+    assert not kept & {spans[i] for i in dropped}
+    # the same sentences sent on their own (each document's read sentences joined by a space)
+    by_doc: dict[int, list[str]] = {}
+    for i in read:
+        d, a, b = spans[i]
+        by_doc.setdefault(d, []).append(FACTS[d][a:b])
+    texts = [" ".join(v) for _, v in sorted(by_doc.items())]
+    alone = Compressor(proxy).compress(QUERY, texts, ratio=0.2)
+    alone_scores = [s for doc in alone.documents for s in doc.sentence_scores]
+    np.testing.assert_allclose([scores[i] for i in read], alone_scores, rtol=0, atol=1e-9)
+
+
+def test_a_short_context_or_a_method_without_attention_is_read_whole(proxy: Any) -> None:
+    cascade = Cascade(min_tokens=10_000, keep=0.5)
+    whole = Compressor(proxy).compress(QUERY, FACTS, ratio=0.2)
+    short = Compressor(proxy, cascade=cascade).compress(QUERY, FACTS, ratio=0.2)
+    assert not any(w.startswith("the cascade") for w in short.warnings)
+    assert [d.sentence_scores for d in short.documents] == [
+        d.sentence_scores for d in whole.documents
+    ]
+    assert Compressor(proxy, method="lexical", cascade=Cascade(min_tokens=0)).cascade is None
+
+
+def test_a_document_wholly_dropped_still_comes_back_with_its_sentences(proxy: Any) -> None:
+    """Nothing the caller sent is lost: every input document is in the result, in order."""
+    cascade = Cascade(min_tokens=16, keep=0.2, scorer="bm25", min_room=1.0)
+    docs = [Document(text=t) for t in FACTS]
+    cut = Compressor(proxy, cascade=cascade).compress(QUERY, docs, ratio=0.2)
+    assert [d.index for d in cut.documents] == [0, 1, 2, 3]
+    assert [len(d.sentence_spans) for d in cut.documents] == [2, 2, 2, 2]
+    assert any(all(s == 0 for s in d.sentence_scores) for d in cut.documents)
+
+
+def test_a_cascade_parses_from_the_command_line_form() -> None:
+    assert Cascade.parse("0.8:bm25", min_tokens=512) == Cascade(
+        min_tokens=512, keep=0.8, scorer="bm25"
+    )
+    assert Cascade.parse("0.6").scorer == "lexical"
+    for bad in ("x:bm25", "0.8:bert", "2"):
+        with pytest.raises(InvalidInputError):
+            Cascade.parse(bad)
