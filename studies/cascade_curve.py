@@ -9,7 +9,9 @@ scorers:
 
 - ``lexical``: the packaged ``lexical`` probe (BM25, MiniLM cosine, position, length; its weights
   were fitted on the same training questions, so its ranking here is in-sample);
-- ``bm25``: BM25 over the context's sentences alone (no model at all).
+- ``bm25``: BM25 over the context's sentences alone (no model at all);
+- ``documents``: each sentence scored by its document's MiniLM cosine to the query (whole
+  documents are kept, best first; the cosine the document-aware selection reads anyway).
 
 For every ``keep`` share of tokens it prints the mean per-question share of gold sentences dropped
 (the recall bound, in points of recall), the share of questions that lose any gold sentence, and
@@ -39,7 +41,7 @@ from tqdm import tqdm
 
 from ragattn.assets import default_models_dir
 from ragattn.compress import Compressor
-from ragattn.compress.cascade import Cascade, keep_by_tokens
+from ragattn.compress.cascade import Cascade, document_cosines, keep_by_tokens
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import PROBE_METHODS, probe_path
 from ragattn.compress.scorers import ProbeScorer
@@ -86,7 +88,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=None, help="first N training questions")
     parser.add_argument("--attention", action="store_true", help="measure recall with the proxy")
     parser.add_argument("--keeps", default=",".join(map(str, KEEPS)))
-    parser.add_argument("--scorers", default="lexical,bm25")
+    parser.add_argument("--scorers", default="lexical,bm25,documents")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument(
         "--out", type=Path, default=None, help="JSON lines of measured recalls (resumed)"
@@ -112,7 +114,9 @@ def main() -> None:
     if args.attention and args.out is not None and args.out.is_file():
         for line in args.out.read_text().splitlines():
             row = json.loads(line)
-            done[row["question"]] = {k: tuple(v) for k, v in row["recall"].items()}
+            done.setdefault(row["question"], {}).update(
+                {k: (float(v[0]), bool(v[1])) for k, v in row["recall"].items()}
+            )
     # rows[scorer][keep] -> list of (dropped gold share, any gold dropped, read token share, source)
     rows: dict[str, dict[float, list[tuple[float, float, float]]]] = defaultdict(
         lambda: defaultdict(list)
@@ -130,22 +134,24 @@ def main() -> None:
         long_questions += 1
         sources[ex.source] += 1
         if args.attention:
-            key_q = f"{ex.source}:{ex.question}"
-            if key_q not in done:
-                done[key_q] = {k: measured_recall(c, ex) for k, c in compressors.items()}
-                if args.out is not None:
-                    with args.out.open("a") as fh:
-                        fh.write(json.dumps({"question": key_q, "recall": done[key_q]}) + "\n")
-            for k, value in done[key_q].items():
-                measured[k].append(tuple(value))  # type: ignore[arg-type]
+            row = done.setdefault(f"{ex.source}:{ex.question}", {})
+            fresh = {k: measured_recall(c, ex) for k, c in compressors.items() if k not in row}
+            row.update(fresh)
+            if fresh and args.out is not None:
+                with args.out.open("a") as fh:
+                    line = {"question": f"{ex.source}:{ex.question}", "recall": fresh}
+                    fh.write(json.dumps(line) + "\n")
+            for k in compressors:
+                measured[k].append(row[k])
             continue
-        scores = {
-            "lexical": lexical.score(ex.question, list(ex.documents), units)[0],
-            "bm25": bm25_scores(ex.question, texts),
-        }
         gold = labels.astype(bool)
         for name in scorer_names:
-            score = scores[name]
+            if name == "lexical":
+                score = lexical.score(ex.question, list(ex.documents), units)[0]
+            elif name == "bm25":
+                score = bm25_scores(ex.question, texts)
+            else:
+                score = document_cosines(ex.question, list(ex.documents), units)
             for keep in keeps:
                 kept = np.zeros(len(units), dtype=bool)
                 kept[keep_by_tokens(score, costs, keep)] = True

@@ -17,7 +17,7 @@ import numpy as np
 from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.blocks import BlockReader, BlockStore
 from ragattn.compress.budget import select
-from ragattn.compress.cascade import Cascade, keep_by_tokens
+from ragattn.compress.cascade import Cascade, document_cosines, keep_by_tokens
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import (
@@ -260,6 +260,8 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             return None
         if cascade.scorer == "bm25":
             first = bm25_scores(query, texts)
+        elif cascade.scorer == "documents":
+            first = document_cosines(query, docs, units)
         else:
             first = self._cascade_scorer().score(query, docs, units)[0]
         read = keep_by_tokens(first, costs, cascade.keep)

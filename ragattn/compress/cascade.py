@@ -17,8 +17,22 @@ from typing import Literal
 import numpy as np
 
 from ragattn.errors import InvalidInputError
+from ragattn.lexical import dense_scores
+from ragattn.sentence_attention import Unit
+from ragattn.types import Document
 
-CascadeScorer = Literal["bm25", "lexical"]
+CascadeScorer = Literal["bm25", "documents", "lexical"]
+SCORERS: tuple[CascadeScorer, ...] = ("bm25", "documents", "lexical")
+
+
+def document_cosines(
+    query: str, documents: Sequence[Document], units: Sequence[Unit]
+) -> np.ndarray:
+    """Each unit's document's MiniLM cosine to the query (title and text, in [-1, 1]): the very
+    cosine the document probe reads (:func:`ragattn.document_probe.score_documents`), so the
+    encoder's cache serves it once for both."""
+    cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+    return np.asarray([cosines[u.doc] for u in units], dtype=np.float64)
 
 
 def keep_by_tokens(
@@ -55,8 +69,9 @@ class Cascade:
     Attributes:
         min_tokens: contexts shorter than this many proxy tokens are read whole.
         keep: the share of the context's proxy tokens attention reads, in (0, 1].
-        scorer: the first pass: ``"bm25"`` (BM25 over the context's sentences, no model) or
-            ``"lexical"`` (the ``lexical`` probe: BM25, MiniLM, position and length).
+        scorer: the first pass: ``"bm25"`` (BM25 over the context's sentences, no model),
+            ``"lexical"`` (the ``lexical`` probe: BM25, MiniLM, position and length) or
+            ``"documents"`` (each document's MiniLM cosine: whole documents, best first).
         min_room: the cascade applies only when what it keeps is at least this many times the
             budget's tokens, so that attention still chooses among several times what it keeps.
     """
@@ -71,9 +86,9 @@ class Cascade:
             raise InvalidInputError(f"cascade keep must be in (0, 1], got {self.keep}")
         if self.min_tokens < 0:
             raise InvalidInputError(f"cascade min_tokens must be >= 0, got {self.min_tokens}")
-        if self.scorer not in ("bm25", "lexical"):
+        if self.scorer not in SCORERS:
             raise InvalidInputError(
-                f"cascade scorer must be 'bm25' or 'lexical', got {self.scorer!r}"
+                f"cascade scorer must be one of {', '.join(SCORERS)}, got {self.scorer!r}"
             )
         if self.min_room < 1.0:
             raise InvalidInputError(f"cascade min_room must be >= 1, got {self.min_room}")
@@ -101,4 +116,4 @@ class Cascade:
         return self.keep * context_tokens >= self.min_room * budget_tokens
 
 
-__all__ = ["Cascade", "CascadeScorer", "keep_by_tokens"]
+__all__ = ["SCORERS", "Cascade", "CascadeScorer", "document_cosines", "keep_by_tokens"]

@@ -108,6 +108,18 @@ def test_a_cascade_parses_from_the_command_line_form() -> None:
         min_tokens=512, keep=0.8, scorer="bm25"
     )
     assert Cascade.parse("0.6").scorer == "lexical"
-    for bad in ("x:bm25", "0.8:bert", "2"):
+    for bad in ("x:bm25", "0.8:bert", "2", "0.5:Documents"):
         with pytest.raises(InvalidInputError):
             Cascade.parse(bad)
+
+
+def test_the_documents_scorer_keeps_whole_documents_best_first(proxy: Any) -> None:
+    """With ``scorer="documents"`` a cut never splits a document it reads in full before it
+    reads another: the kept units are whole documents by MiniLM cosine, the last one perhaps
+    cut short."""
+    cascade = Cascade(min_tokens=16, keep=0.5, scorer="documents", min_room=1.0)
+    cut = Compressor(proxy, cascade=cascade).compress(QUERY, FACTS, ratio=0.2)
+    read_docs = [d.index for d in cut.documents if any(s > 0 for s in d.sentence_scores)]
+    assert 0 in read_docs  # Curie's birthplace: the best document by cosine
+    full = [d for d in cut.documents if all(s > 0 for s in d.sentence_scores)]
+    assert len(full) >= len(read_docs) - 1
