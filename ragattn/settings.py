@@ -24,6 +24,8 @@ ENV_PREFIX = "RAGATTN_"
 _CACHE_BACKENDS = ("memory", "redis", "none")
 _CACHE_SCOPES = ("shared", "key")
 _DTYPES = ("auto", "float32", "bfloat16")
+_CASCADE = re.compile(r"default|off|(?:1(?:\.0*)?|0?\.\d*[1-9]\d*)(?::(?:bm25|documents|lexical))?")
+"""``RAGATTN_COMPRESS_CASCADE``: default, off, or KEEP[:SCORER] with KEEP in (0, 1]."""
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -57,6 +59,11 @@ class Settings:
     """``documents``: with several documents a sentence's keep score also weighs its document's
     relevance from the same forward (:mod:`ragattn.compress.selection`); ``sentences``: each
     sentence on its own probe score (the behaviour before issue 28)."""
+    compress_cascade: str = "default"
+    """The lexical cascade in front of the attention compress methods
+    (:mod:`ragattn.compress.cascade`): ``default`` (the library's, ``DEFAULT_CASCADE``), ``off``
+    (every context read whole), or ``KEEP:SCORER`` (e.g. ``0.8:lexical``, ``0.8:bm25``,
+    ``0.8:documents``; the share of a long context's proxy tokens attention reads)."""
     block_store_mb: int = 0
     """Passages read once (:mod:`ragattn.blocks`) for the attention compress methods: the size of
     the in-memory block store in MiB (0 = off, the default). A cached passage costs about 45 KiB
@@ -277,6 +284,12 @@ def _validate(s: Settings) -> None:
         raise ConfigError(
             f"{env('compress_selection')} must be documents or sentences, "
             f"got {s.compress_selection!r}"
+        )
+    if not _CASCADE.fullmatch(s.compress_cascade):
+        raise ConfigError(
+            f"{env('compress_cascade')} must be default, off or KEEP:SCORER with KEEP in (0, 1] "
+            f"and SCORER one of bm25, documents, lexical (e.g. 0.8:lexical), "
+            f"got {s.compress_cascade!r}"
         )
     if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:
         raise ConfigError(f"{env('block_store_mb')} must be an integer >= 0 (0 = off)")

@@ -191,11 +191,12 @@ def warm_up_requests(reranker: Any, compressor: Any | None, limits: LimitChecker
 
 
 def _compressor_factory(
-    cls: Any, block_store_mb: int = 0, selection: str = "documents"
+    cls: Any, block_store_mb: int = 0, selection: str = "documents", cascade: str = "default"
 ) -> CompressorFactory:
     """Compressors of the service; with ``block_store_mb`` > 0 the attention methods share one
-    block store of that size (passages read once, :mod:`ragattn.blocks`); ``selection`` other
-    than the default is passed on (:mod:`ragattn.compress.selection`)."""
+    block store of that size (passages read once, :mod:`ragattn.blocks`); ``selection`` and
+    ``cascade`` other than the defaults are passed on (:mod:`ragattn.compress.selection`,
+    :mod:`ragattn.compress.cascade`: ``off`` or ``KEEP:SCORER``)."""
     store = None
     if block_store_mb > 0:
         from ragattn.blocks import BlockStore
@@ -206,6 +207,10 @@ def _compressor_factory(
         extra: dict[str, Any] = {"read_once": store} if store is not None else {}
         if selection != "documents":
             extra["selection"] = selection
+        if cascade != "default":
+            from ragattn.compress.cascade import Cascade
+
+            extra["cascade"] = None if cascade == "off" else Cascade.parse(cascade)
         return cls(proxy, method=method, **extra) if method else cls(proxy, **extra)
 
     return build
@@ -239,7 +244,10 @@ def create_app(
         """Everything that touches the model, on a thread (seconds)."""
         factory = (
             _compressor_factory(
-                compressor_cls, settings.block_store_mb, settings.compress_selection
+                compressor_cls,
+                settings.block_store_mb,
+                settings.compress_selection,
+                settings.compress_cascade,
             )
             if compressor_cls is not None
             else None
@@ -268,6 +276,12 @@ def create_app(
             # Blocks read once give other numbers than the full prompt: never one cache for both.
             *(["read-once"] if settings.block_store_mb > 0 else []),
             *(["sentences"] if settings.compress_selection == "sentences" else []),
+            # Another cascade keeps other sentences of a long context.
+            *(
+                [f"cascade={settings.compress_cascade}"]
+                if settings.compress_cascade != "default"
+                else []
+            ),
         )
         limits = Limits.from_settings(settings)
         checker = LimitChecker(rr.proxy.tokenizer, limits)

@@ -143,22 +143,24 @@ def bench_compress_cmd(
     ),
     cascade: list[str] = typer.Option(
         [],
-        help="With --read-once, also time the default behind a lexical cascade, KEEP:SCORER "
-        "(e.g. 0.8:lexical; repeatable), over the same distinct contexts.",
+        help="With --read-once, also time the default behind another cascade than the default "
+        "one (always timed), KEEP:SCORER (e.g. 0.8:bm25; repeatable), over the same distinct "
+        "contexts.",
     ),
     out: Path | None = typer.Option(None, help="Write all rows as JSON."),
 ) -> None:
     """Compress a ~2,000-token context with every method; one-pass rerank+compress vs two calls;
     cold and warm (repeated passages) medians of the default, against the naive forward."""
-    from ragattn.compress.cascade import Cascade
+    from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
     from ragattn.errors import InvalidInputError
     from ragattn.lab.bench import bench_compress, bench_read_once, runtime_line
     from ragattn.proxy import load_proxy
 
     try:
-        cascades = [Cascade.parse(spec) for spec in cascade]
+        extra = [Cascade.parse(spec) for spec in cascade]
     except InvalidInputError as exc:
         raise typer.BadParameter(str(exc)) from exc
+    cascades = [DEFAULT_CASCADE, *(c for c in extra if c != DEFAULT_CASCADE)]
     loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
     cold_warm: list[dict] = []
     if read_once:

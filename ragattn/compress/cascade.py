@@ -116,4 +116,18 @@ class Cascade:
         return self.keep * context_tokens >= self.min_room * budget_tokens
 
 
-__all__ = ["SCORERS", "Cascade", "CascadeScorer", "document_cosines", "keep_by_tokens"]
+DEFAULT_CASCADE = Cascade(min_tokens=1024, keep=0.8, scorer="lexical", min_room=2.0)
+"""The compressor's default: contexts of 1,024 proxy tokens or more, compressed to at most 40 %
+of their tokens, are cut by the ``lexical`` probe to their best 80 % before attention reads them.
+Chosen on 57 long training questions (recall at 20 % +4.3 points over the whole context, against
+-2.1 at 60 % and +2.1 with BM25 at 80 %) and checked on the shared dev sets (BENCHMARKS.md §3,
+"A lexical cascade")."""
+
+__all__ = [
+    "DEFAULT_CASCADE",
+    "SCORERS",
+    "Cascade",
+    "CascadeScorer",
+    "document_cosines",
+    "keep_by_tokens",
+]

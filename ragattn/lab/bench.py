@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from ragattn.attention import HeadSet, engine_for
-from ragattn.compress.cascade import Cascade
+from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
 from ragattn.lab.registry import rerank_spec
 from ragattn.prompt import (
     CALIBRATION_QUERY,
@@ -248,9 +248,9 @@ def bench_read_once(
 
     contexts = distinct_contexts(data_dir, tokens, proxy, runs + 1)
     warm_up, contexts = contexts[0], contexts[1:]
-    full = Compressor(proxy)
+    full = Compressor(proxy, cascade=None)  # the whole context; cascades are rows of their own
     store = BlockStore(8 << 30)
-    once = Compressor(proxy, read_once=store)
+    once = Compressor(proxy, read_once=store, cascade=None)
     cut = {_cascade_name(c): Compressor(proxy, cascade=c) for c in cascades}
     embedder = shared_embedder()
     for comp in (full, once, *cut.values()):
@@ -272,11 +272,17 @@ def bench_read_once(
     base = statistics.median(timings["naive"]) if timings["naive"] else None
     names = {
         "naive": "naive: eager Sentinel forward, output_attentions, all layers",
-        "full": f"compress, {full.method} (default), full prompt",
+        "full": f"compress, {full.method}, full prompt, whole context (no cascade)",
         "cold": f"compress, {once.method}, read once: passages never seen (cold)",
         "warm": f"compress, {once.method}, read once: same passages, new question (warm)",
     }
-    names.update({name: f"compress, {full.method}, full prompt, {name}" for name in cut})
+    names.update(
+        {
+            name: f"compress, {full.method}, full prompt, {name}"
+            + (" (default)" if c == DEFAULT_CASCADE else "")
+            for name, c in zip(cut, cascades, strict=True)
+        }
+    )
     rows = []
     for key, seconds in timings.items():
         if not seconds:

@@ -1,5 +1,5 @@
 """The service's compressor factory: RAGATTN_BLOCK_STORE_MB (passages read once, from one shared
-store) and RAGATTN_COMPRESS_SELECTION."""
+store), RAGATTN_COMPRESS_SELECTION and RAGATTN_COMPRESS_CASCADE."""
 
 from __future__ import annotations
 
@@ -24,3 +24,15 @@ def test_the_service_factory_passes_the_selection_on(proxy: Any) -> None:
     plain = _compressor_factory(Compressor, 0, "sentences")(proxy, "sentinel")
     assert plain.selection == "sentences"
     assert plain.document_weighting() is None
+
+
+def test_the_service_factory_passes_the_cascade_on(proxy: Any) -> None:
+    """RAGATTN_COMPRESS_CASCADE: the library's default, off, or KEEP:SCORER."""
+    from ragattn.compress import DEFAULT_CASCADE, Cascade
+
+    assert _compressor_factory(Compressor, 0)(proxy, None).cascade == DEFAULT_CASCADE
+    assert _compressor_factory(Compressor, 0, "documents", "off")(proxy, None).cascade is None
+    made = _compressor_factory(Compressor, 0, "documents", "0.6:bm25")(proxy, "sentinel")
+    assert made.cascade == Cascade(keep=0.6, scorer="bm25")
+    # a method without attention has no forward to cut
+    assert _compressor_factory(Compressor, 0)(proxy, "lexical").cascade is None

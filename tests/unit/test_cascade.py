@@ -123,3 +123,12 @@ def test_the_documents_scorer_keeps_whole_documents_best_first(proxy: Any) -> No
     assert 0 in read_docs  # Curie's birthplace: the best document by cosine
     full = [d for d in cut.documents if all(s > 0 for s in d.sentence_scores)]
     assert len(full) >= len(read_docs) - 1
+
+
+def test_the_default_compressor_cuts_long_contexts_with_the_default_cascade(proxy: Any) -> None:
+    from ragattn.compress import DEFAULT_CASCADE
+
+    assert Compressor(proxy).cascade == DEFAULT_CASCADE
+    assert DEFAULT_CASCADE.applies(1024, 204) and not DEFAULT_CASCADE.applies(1023, 204)
+    assert not DEFAULT_CASCADE.applies(4000, 1601)  # a budget over 40 % reads the whole context
+    assert Compressor(proxy, cascade=None).cascade is None

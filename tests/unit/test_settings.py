@@ -72,6 +72,10 @@ def test_blank_values_keep_defaults() -> None:
             {"RAGATTN_COMPRESS_SELECTION": "paragraphs"},
             "RAGATTN_COMPRESS_SELECTION must be documents or sentences",
         ),
+        *(
+            ({"RAGATTN_COMPRESS_CASCADE": bad}, "RAGATTN_COMPRESS_CASCADE must be default, off")
+            for bad in ("on", "0:lexical", "1.5", "0.8:bert", "0.8:")
+        ),
     ],
 )
 def test_bad_values_raise_config_error(env: dict[str, str], message: str) -> None:
@@ -101,3 +105,10 @@ def test_every_field_is_settable_from_the_environment() -> None:
     s = Settings.from_env({"RAGATTN_INDEX_DIR": "/data/index", "RAGATTN_RERANK_METHOD": "icr"})
     assert s.index_dir == "/data/index"
     assert s.rerank_method == "icr"
+
+
+@pytest.mark.parametrize(
+    "value", ["default", "off", "0.8:lexical", "0.6:bm25", "1", ".9:documents"]
+)
+def test_a_cascade_setting_is_accepted(value: str) -> None:
+    assert Settings.from_env({"RAGATTN_COMPRESS_CASCADE": value}).compress_cascade == value
