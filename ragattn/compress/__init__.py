@@ -101,7 +101,8 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             those; the sentences it drops score 0 and the result's ``warnings`` say how many.
             Default :data:`~ragattn.compress.cascade.DEFAULT_CASCADE` (contexts of 1,024 proxy
             tokens or more, budgets of at most 40 %: the lexical probe keeps 80 % of the tokens;
-            measured in BENCHMARKS.md §3); ``None`` reads every context whole.
+            measured in BENCHMARKS.md §3), where the proxy's models folder has the ``lexical``
+            probe; ``None`` reads every context whole.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).
@@ -129,11 +130,11 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         self.selection: Selection = check_selection(selection)
         self.spec = method if isinstance(method, MethodSpec) else METHODS.spec(method)
         self.method = self.spec.name
-        self.cascade = cascade if self.spec.reads_attention else None  # nothing to save otherwise
         self._cascade_probe: ProbeScorer | None = None
         self.max_chunk_tokens = max_chunk_tokens
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
         self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
+        self.cascade = self._usable_cascade(cascade)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
         self._doc_probe: DocumentProbe | None | bool = False  # False: not looked up yet
         self._weighting: DocumentWeighting | None | bool = False  # False: not looked up yet
@@ -153,6 +154,21 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
                 blocks=self.blocks,
             )
         )
+
+    def _usable_cascade(self, cascade: Cascade | None) -> Cascade | None:
+        """``cascade`` where it can run: None for a method that reads no attention (no forward to
+        save); the default cascade is dropped for a proxy whose models folder has no ``lexical``
+        probe (it was measured with the packaged one), while an explicit one fails here, at
+        construction, rather than on the first long context."""
+        if cascade is None or not self.spec.reads_attention:
+            return None
+        if cascade.scorer == "lexical":
+            path = probe_path(self.models_dir, self._proxy.name, "lexical")
+            if not path.is_file():
+                if cascade is DEFAULT_CASCADE:
+                    return None
+                raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
+        return cascade
 
     @property
     def proxy(self) -> Proxy:
@@ -273,8 +289,6 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         """The ``lexical`` probe as the cascade's first pass (loaded on first use)."""
         if self._cascade_probe is None:
             path = probe_path(self.models_dir, self._proxy.name, "lexical")
-            if not path.is_file():
-                raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
             self._cascade_probe = ProbeScorer(
                 None,
                 Probe.load(path),

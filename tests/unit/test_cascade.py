@@ -132,3 +132,22 @@ def test_the_default_compressor_cuts_long_contexts_with_the_default_cascade(prox
     assert DEFAULT_CASCADE.applies(1024, 204) and not DEFAULT_CASCADE.applies(1023, 204)
     assert not DEFAULT_CASCADE.applies(4000, 1601)  # a budget over 40 % reads the whole context
     assert Compressor(proxy, cascade=None).cascade is None
+
+
+def test_without_a_lexical_probe_the_default_cascade_is_off_and_an_explicit_one_fails(
+    proxy: Any, tmp_path: Any
+) -> None:
+    """A models folder without ``lexical.npz`` (a proxy of the user's own): the default cascade
+    steps aside; a lexical cascade asked for fails at construction, not on a long context."""
+    import shutil
+
+    from ragattn.assets import default_models_dir, proxy_slug
+    from ragattn.errors import ModelLoadError
+
+    folder = tmp_path / proxy_slug(proxy)
+    folder.mkdir()
+    shutil.copy(default_models_dir() / proxy_slug(proxy) / "sentinel.npz", folder)
+    assert Compressor(proxy, models_dir=tmp_path).cascade is None
+    with pytest.raises(ModelLoadError, match="lexical probe"):
+        Compressor(proxy, models_dir=tmp_path, cascade=Cascade(scorer="lexical"))
+    assert Compressor(proxy, models_dir=tmp_path, cascade=Cascade(scorer="bm25")).cascade
