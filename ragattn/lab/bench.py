@@ -511,7 +511,7 @@ def bench_levers(
 
     Rows, in order: naive; query-row capture on SDPA (two passes, all layers); + KV reuse for the
     ``N/A`` twin; + early exit after the deepest QRHead layer; thread count; int8 dynamic
-    quantisation; bf16; whole methods (``fused`` with attention, the default ``fused-no-attention``
+    quantisation; bf16; whole methods (``fused`` and ``attention-probe`` with attention, the default
     cold and with its embedding LRU warm); and cost growth from ``n_docs`` to ``scale_docs``.
     """
     import copy
@@ -611,8 +611,22 @@ def bench_levers(
     fused = Reranker(proxy, method="fused")
     timing = time_runs("fused", lambda: fused.rerank(query, few), runs)
     add("method fused (QRHead attention + BM25 + MiniLM)", False, timing, None, "whole method")
-    default = Reranker(proxy)
     embedder = shared_embedder()
+    probe = Reranker(proxy, method="attention-probe")
+
+    def probe_cold() -> object:
+        embedder.clear_cache()
+        return probe.rerank(query, few)
+
+    timing = time_runs("attention-probe", probe_cold, runs)
+    add(
+        "method attention-probe (document probe on MiniLM), documents new",
+        False,
+        timing,
+        None,
+        "whole method; the shipped attention reranker",
+    )
+    default = Reranker(proxy)
 
     def cold() -> object:
         embedder.clear_cache()

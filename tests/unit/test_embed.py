@@ -57,3 +57,32 @@ def test_shared_embedder_is_one_instance_per_name() -> None:
     from ragattn.embed import DEFAULT_EMBEDDER, shared_embedder
 
     assert shared_embedder() is shared_embedder(DEFAULT_EMBEDDER)
+
+
+def test_a_vector_does_not_depend_on_its_batch_or_its_bucket_mates() -> None:
+    # Short texts share a forward (several to a bucket), long ones run alone; either way a text's
+    # vector is the same bytes alone, in a mixed batch, and in any order.
+    embedder = Embedder(cache_size=0)
+    texts = [
+        "Rome is in Italy.",
+        "Rome lies in Italy.",
+        "The Nile flows north through Egypt and Sudan.",
+        "Paris is the capital of France, and the Seine runs through it.",
+        " ".join(["The Eiffel Tower was completed in 1889 for the World's Fair."] * 9),
+        "Oslo.",
+    ] + [f"Sentence number {i} is about rivers." for i in range(20)]
+    prepare = getattr(embedder._model, "preprocess", None) or embedder._model.tokenize
+    lengths = prepare(texts)["attention_mask"].sum(dim=1).tolist()
+    buckets = {-(-n // embedder.length_step) * embedder.length_step for n in lengths}
+    assert (
+        len(buckets) >= 3 and max(lengths) > embedder.batch_tokens // 2
+    )  # shared and lone forwards
+    alone = np.stack([embedder.encode([t])[0] for t in texts])
+    together = embedder.encode(texts)
+    order = np.random.default_rng(0).permutation(len(texts))
+    shuffled = embedder.encode([texts[i] for i in order])
+    np.testing.assert_array_equal(together, alone)
+    np.testing.assert_array_equal(shuffled, alone[order])
+    # Same vectors (to float32 rounding) as one text per forward at its exact length.
+    exact = Embedder(cache_size=0, batch_size=1, length_step=1)
+    np.testing.assert_allclose(exact.encode(texts), alone, atol=1e-6)
