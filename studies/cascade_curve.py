@@ -102,7 +102,7 @@ def main() -> None:
     examples = load_training(args.data)[: args.limit]
     compressors: dict[str, Compressor] = {}
     if args.attention:
-        compressors["whole"] = Compressor(threads=args.threads)
+        compressors["whole"] = Compressor(threads=args.threads, cascade=None)
         proxy = compressors["whole"].proxy
         print(f"capability {torch.backends.cpu.get_cpu_capability()}, dtype {proxy.dtype}")
         for name in scorer_names:

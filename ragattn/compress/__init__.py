@@ -259,7 +259,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         if weighting and probe and isinstance(self.scorer, ProbeScorer) and units:
             sentence, feats = self.scorer.score_with_features(query, docs, units)
             raw = self._document_scores(probe, query, docs, units, feats)
-            return weighting.combine(sentence, [u.doc for u in units], raw), feats.chunks
+            return weighting.weigh(query, docs, units, sentence, raw), feats.chunks
         return self.score_units(query, docs, units)
 
     def _cascade_cut(
@@ -270,9 +270,11 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         cascade = self.cascade
         if cascade is None or len(units) < 2:
             return None
+        if cascade.scorer == "documents" and len({u.doc for u in units}) < 2:
+            return None  # one document: its sentences share one cosine, nothing to rank
         tokenizer, _ = self._proxy.tokenizer()
         texts = [docs[u.doc].text[u.start : u.end] for u in units]
-        costs = [_count(tokenizer, t) for t in texts]
+        costs = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
         total = sum(costs)
         if not cascade.applies(total, budget.token_limit(total)):
             return None
@@ -327,7 +329,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             how = "document-probe"
             weighting = self.document_weighting()
             if weighting is not None:
-                scores = weighting.combine(scores, [u.doc for u in units], raw)
+                scores = weighting.weigh(query, docs, units, scores, raw)
         else:
             scores, chunks = self.score_units(query, docs, units)
             raw = np.zeros(len(docs))

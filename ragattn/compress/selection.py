@@ -12,7 +12,10 @@ relevance into account at no extra forward:
 - ``z(d)``: the document probe's score of the sentence's document, z-scored over the call's
   documents (so neither their number nor their order matters);
 - ``b``: the document's best sentence log-odds minus the call's best (``<= 0``): how far the
-  document's best sentence is from the best sentence anywhere.
+  document's best sentence is from the best sentence anywhere;
+- optionally the two title links of :mod:`ragattn.compress.links` (the query names the document's
+  title; the best keep probability of another document's sentence that names it), for the
+  second paragraph of a multi-hop question, which its first paragraph names.
 
 The weights are fitted by logistic regression on the multi-document training questions
 (``ragattn probe train --kind selection``, grouped by question) and stored with what they were
@@ -30,15 +33,20 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ragattn.compress.links import LINK_COLUMNS, link_inputs
 from ragattn.document_probe import zscore_columns
 from ragattn.errors import ConfigError, ModelLoadError
 from ragattn.lexical import sigmoid
+from ragattn.sentence_attention import Unit
+from ragattn.types import Document
 
 FORMAT = "ragattn-document-selection/1"
 SELECTION_FILE = "selection.json"
 """The document-aware selection's file name in ``models/<proxy>/``."""
 COLUMNS: tuple[str, ...] = ("sentence_logit", "document_z", "best_gap")
-"""The three inputs of the combination, in the order of :attr:`DocumentWeighting.weights`."""
+"""The three inputs every combination reads, first in :attr:`DocumentWeighting.weights`."""
+LINKED_COLUMNS: tuple[str, ...] = COLUMNS + LINK_COLUMNS
+"""The inputs of a combination that also reads the title links."""
 CLIP = 1e-6
 
 Selection = Literal["documents", "sentences"]
@@ -95,9 +103,22 @@ class DocumentWeighting:
     which sentence probe it reads (``method``), so it is never applied to another probe's scores.
     """
 
-    weights: tuple[float, float, float]
+    weights: tuple[float, ...]
     bias: float
     config: Mapping[str, Any] = field(default_factory=dict)
+    columns: tuple[str, ...] = COLUMNS
+
+    def __post_init__(self) -> None:
+        if self.columns not in (COLUMNS, LINKED_COLUMNS) or len(self.weights) != len(self.columns):
+            raise ConfigError(
+                f"a document weighting needs one weight per column of {COLUMNS} or "
+                f"{LINKED_COLUMNS}; got {len(self.weights)} over {self.columns}"
+            )
+
+    @property
+    def uses_links(self) -> bool:
+        """Whether the combination reads the title links (:mod:`ragattn.compress.links`)."""
+        return self.columns == LINKED_COLUMNS
 
     @property
     def method(self) -> str:
@@ -105,20 +126,43 @@ class DocumentWeighting:
         return str(self.config.get("method", "sentinel"))
 
     def combine(
-        self, probabilities: np.ndarray, unit_docs: Sequence[int], document_scores: np.ndarray
+        self,
+        probabilities: np.ndarray,
+        unit_docs: Sequence[int],
+        document_scores: np.ndarray,
+        *,
+        links: np.ndarray | None = None,
     ) -> np.ndarray:
         """Document-aware keep probabilities in [0, 1], one per unit; with fewer than two
-        documents the sentence probabilities are returned unchanged."""
+        documents the sentence probabilities are returned unchanged. ``links`` (the
+        ``[n_units, 2]`` of :func:`ragattn.compress.links.link_inputs`) is required when
+        :attr:`uses_links`, ignored otherwise."""
         probabilities = np.asarray(probabilities, dtype=np.float64)
         if len(document_scores) < 2 or len(probabilities) == 0:
             return probabilities
         x = combination_inputs(probabilities, unit_docs, document_scores)
+        if self.uses_links:
+            if links is None:
+                raise ValueError("this weighting reads the title links: pass links=")
+            x = np.concatenate([x, np.asarray(links, dtype=np.float64)], axis=1)
         return sigmoid(x @ np.asarray(self.weights) + self.bias)
+
+    def weigh(
+        self,
+        query: str,
+        documents: Sequence[Document],
+        units: Sequence[Unit],
+        probabilities: np.ndarray,
+        document_scores: np.ndarray,
+    ) -> np.ndarray:
+        """:meth:`combine` for one call, with the title links computed when it reads them."""
+        links = link_inputs(query, documents, units, probabilities) if self.uses_links else None
+        return self.combine(probabilities, [u.doc for u in units], document_scores, links=links)
 
     def save(self, path: str | Path) -> None:
         payload = {
             "format": FORMAT,
-            "columns": list(COLUMNS),
+            "columns": list(self.columns),
             "weights": list(self.weights),
             "bias": self.bias,
             "config": dict(self.config),
@@ -129,10 +173,18 @@ class DocumentWeighting:
     def load(cls, path: str | Path) -> DocumentWeighting:
         """Raises ConfigError for a file of another format or other columns."""
         data = json.loads(Path(path).read_text())
-        if data.get("format") != FORMAT or tuple(data.get("columns", ())) != COLUMNS:
-            raise ConfigError(f"{path} is not a {FORMAT} file over {', '.join(COLUMNS)}")
-        w = [float(v) for v in data["weights"]]
-        return cls(weights=(w[0], w[1], w[2]), bias=float(data["bias"]), config=data["config"])
+        columns = tuple(data.get("columns", ()))
+        if data.get("format") != FORMAT or columns not in (COLUMNS, LINKED_COLUMNS):
+            raise ConfigError(
+                f"{path} is not a {FORMAT} file over {', '.join(COLUMNS)} "
+                f"(optionally {', '.join(LINK_COLUMNS)})"
+            )
+        return cls(
+            weights=tuple(float(v) for v in data["weights"]),
+            bias=float(data["bias"]),
+            config=data["config"],
+            columns=columns,
+        )
 
 
 def selection_path(models_dir: Path, proxy_slug: str) -> Path:
@@ -157,6 +209,7 @@ def load_weighting(models_dir: Path, proxy_slug: str) -> DocumentWeighting:
 
 __all__ = [
     "COLUMNS",
+    "LINKED_COLUMNS",
     "SELECTIONS",
     "SELECTION_FILE",
     "DocumentWeighting",

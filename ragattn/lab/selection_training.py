@@ -31,10 +31,12 @@ from tqdm import tqdm
 
 from ragattn.assets import proxy_slug
 from ragattn.compress.budget import Budget, select
+from ragattn.compress.links import link_inputs
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import probe_path
 from ragattn.compress.selection import (
     COLUMNS,
+    LINKED_COLUMNS,
     SELECTION_FILE,
     DocumentWeighting,
     combination_inputs,
@@ -63,13 +65,18 @@ SELECTION_QUOTAS: Mapping[str, int] = MappingProxyType(
 BUDGET = 0.2
 """The token budget of the choosing measure (recall at 20 % of the context's proxy tokens)."""
 C = 1.0
-"""L2 strength (sklearn's ``C``) of the three-weight logistic regression."""
+"""L2 strength (sklearn's ``C``) of the logistic regression."""
+LINK_GAIN = 0.01
+"""The title links (:mod:`ragattn.compress.links`) are written into the combination only when
+they raise the grouped-CV macro recall by at least this much (1 point) over the three inputs
+without them; declared before they were first measured."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SelectionExample:
-    """One question's rows: the combination inputs, the sentence probabilities, the gold labels
-    and each sentence's width in proxy tokens."""
+    """One question's rows: the combination inputs (the three of
+    :data:`~ragattn.compress.selection.COLUMNS`, then the title links), the sentence
+    probabilities, the gold labels and each sentence's width in proxy tokens."""
 
     source: str
     x: np.ndarray
@@ -113,10 +120,12 @@ def build_examples(
             feats.matrix,
             feats.config,
         )
+        base = combination_inputs(probability, [u.doc for u in units], raw)
+        links = link_inputs(ex.question, ex.documents, units, probability)
         out.append(
             SelectionExample(
                 source=ex.source,
-                x=combination_inputs(probability, [u.doc for u in units], raw),
+                x=np.concatenate([base, links], axis=1),
                 probability=probability,
                 y=labels,
                 widths=unit_widths(proxy.tokenizer, ex.documents, units),
@@ -141,10 +150,12 @@ def recall_at_budget(
     return float(y[kept].sum() / y.sum())
 
 
-def _fit(examples: Sequence[SelectionExample], c: float = C) -> tuple[np.ndarray, float]:
+def _fit(
+    examples: Sequence[SelectionExample], c: float = C, columns: int = len(COLUMNS)
+) -> tuple[np.ndarray, float]:
     from sklearn.linear_model import LogisticRegression
 
-    x = np.concatenate([e.x for e in examples])
+    x = np.concatenate([e.x[:, :columns] for e in examples])
     y = np.concatenate([e.y for e in examples])
     model = LogisticRegression(C=c, max_iter=2000).fit(x, y)
     return model.coef_[0].astype(np.float64), float(model.intercept_[0])
@@ -154,21 +165,27 @@ def cross_validate(
     examples: Sequence[SelectionExample], *, folds: int = 5, c: float = C
 ) -> dict[str, dict[str, float]]:
     """Grouped (by question) CV recall at :data:`BUDGET`, per source and macro over sources:
-    ``{"sentences": {...}, "documents": {...}}`` (the sentence probe alone; the combination
-    fitted on the other folds)."""
+    ``{"sentences": {...}, "documents": {...}, "links": {...}}`` (the sentence probe alone; the
+    combination of the three inputs, then with the title links, fitted on the other folds)."""
     from sklearn.model_selection import GroupKFold
 
     index = np.arange(len(examples))
-    combined = np.zeros(len(examples))
+    combined = {k: np.zeros(len(examples)) for k in (len(COLUMNS), len(LINKED_COLUMNS))}
     for train_idx, test_idx in GroupKFold(n_splits=folds).split(index, groups=index):
-        w, b = _fit([examples[i] for i in train_idx], c)
-        for i in test_idx:
-            e = examples[i]
-            combined[i] = recall_at_budget(sigmoid(e.x @ w + b), e.y, e.widths)
+        for k, values in combined.items():
+            w, b = _fit([examples[i] for i in train_idx], c, k)
+            for i in test_idx:
+                e = examples[i]
+                values[i] = recall_at_budget(sigmoid(e.x[:, :k] @ w + b), e.y, e.widths)
     base = np.array([recall_at_budget(e.probability, e.y, e.widths) for e in examples])
     sources = sorted({e.source for e in examples})
     out: dict[str, dict[str, float]] = {}
-    for name, values in (("sentences", base), ("documents", combined)):
+    runs = (
+        ("sentences", base),
+        ("documents", combined[len(COLUMNS)]),
+        ("links", combined[len(LINKED_COLUMNS)]),
+    )
+    for name, values in runs:
         per = {
             s: float(np.mean([v for v, e in zip(values, examples, strict=True) if e.source == s]))
             for s in sources
@@ -200,7 +217,9 @@ def fit_selection(
         proxy, data_dir, store, sentence_probe, document_probe, limit=limit, progress=progress
     )
     cv = cross_validate(examples)
-    w, b = _fit(examples)
+    with_links = cv["links"]["macro"] >= cv["documents"]["macro"] + LINK_GAIN
+    columns = LINKED_COLUMNS if with_links else COLUMNS
+    w, b = _fit(examples, C, len(columns))
     counts = Counter(e.source for e in examples)
     positives: Counter[str] = Counter()
     for e in examples:
@@ -212,10 +231,13 @@ def fit_selection(
         "questions": dict(sorted(counts.items())),
         "positives": dict(sorted(positives.items())),
         "cv_recall": cv,
+        "title_links": with_links,
         "musique_rule": MUSIQUE_RULE,
         "command": command,
     }
-    weighting = DocumentWeighting(weights=(w[0], w[1], w[2]), bias=b, config=config)
+    weighting = DocumentWeighting(
+        weights=tuple(float(v) for v in w), bias=b, config=config, columns=columns
+    )
     out_dir.mkdir(parents=True, exist_ok=True)
     weighting.save(out_dir / SELECTION_FILE)
     card = _card(proxy, weighting, counts, positives, cv, command)
@@ -234,7 +256,11 @@ def _card(
     command: str,
 ) -> str:
     pct = int(BUDGET * 100)
-    weights = ", ".join(f"{n} {v:+.3f}" for n, v in zip(COLUMNS, weighting.weights, strict=True))
+    weights = ", ".join(
+        f"{n} {v:+.3f}" for n, v in zip(weighting.columns, weighting.weights, strict=True)
+    )
+    gain = 100 * (cv["links"]["macro"] - cv["documents"]["macro"])
+    verdict = "so they are read" if weighting.uses_links else "so they are not read"
     lines = [
         f"# Document-aware selection for `{proxy.name}` (`{SELECTION_FILE}`, method "
         f"`{weighting.method}`)",
@@ -243,22 +269,27 @@ def _card(
         "With several documents, a sentence's keep score is `sigmoid(w . x + bias)` over its "
         "sentence probe's log-odds, its document's document-probe score (z-scored over the "
         "call's documents) and its document's best sentence log-odds minus the call's best "
-        "(`ragattn/compress/selection.py`). One document keeps the sentence probe's score.",
+        "(`ragattn/compress/selection.py`), and optionally the two title links of "
+        "`ragattn/compress/links.py`. One document keeps the sentence probe's score.",
         f"Weights: {weights}; bias {weighting.bias:+.3f}; L2 C = {C}.",
+        f"Title links: {gain:+.1f} points of CV macro recall (read only at >= "
+        f"{100 * LINK_GAIN:.0f}), {verdict}.",
         f"MuSiQue sentence labels: {MUSIQUE_RULE}",
         "",
         f"Grouped CV (5 folds by question), recall of gold sentences at {pct} % of the proxy "
         "tokens:",
         "",
-        "| source | questions | gold sentences | sentence probe alone | document-aware |",
-        "|---|---|---|---|---|",
+        "| source | questions | gold sentences | sentence probe alone | document-aware | "
+        "with title links |",
+        "|---|---|---|---|---|---|",
         *[
             f"| {s} | {counts[s]} | {positives[s]} | {cv['sentences'][s]:.3f} | "
-            f"{cv['documents'][s]:.3f} |"
+            f"{cv['documents'][s]:.3f} | {cv['links'][s]:.3f} |"
             for s in sorted(counts)
         ],
         f"| **macro** | **{sum(counts.values())}** | **{sum(positives.values())}** | "
-        f"**{cv['sentences']['macro']:.3f}** | **{cv['documents']['macro']:.3f}** |",
+        f"**{cv['sentences']['macro']:.3f}** | **{cv['documents']['macro']:.3f}** | "
+        f"**{cv['links']['macro']:.3f}** |",
         "",
     ]
     return "\n".join(lines)
@@ -266,6 +297,7 @@ def _card(
 
 __all__: Sequence[str] = (
     "BUDGET",
+    "LINK_GAIN",
     "SELECTION_QUOTAS",
     "SelectionExample",
     "build_examples",

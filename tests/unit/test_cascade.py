@@ -125,6 +125,16 @@ def test_the_documents_scorer_keeps_whole_documents_best_first(proxy: Any) -> No
     assert len(full) >= len(read_docs) - 1
 
 
+def test_the_documents_scorer_never_cuts_a_single_document(proxy: Any) -> None:
+    """One document gives every sentence the same cosine: a cut would drop its tail unranked."""
+    cascade = Cascade(min_tokens=16, keep=0.5, scorer="documents", min_room=1.0)
+    one = [" ".join(FACTS)]
+    cut = Compressor(proxy, cascade=cascade).compress(QUERY, one, ratio=0.2)
+    whole = Compressor(proxy, cascade=None).compress(QUERY, one, ratio=0.2)
+    assert not any(w.startswith("the cascade") for w in cut.warnings)
+    assert cut.documents[0].sentence_scores == whole.documents[0].sentence_scores
+
+
 def test_the_default_compressor_cuts_long_contexts_with_the_default_cascade(proxy: Any) -> None:
     from ragattn.compress import DEFAULT_CASCADE
 

@@ -165,7 +165,7 @@ class DocumentAwareSystem:
             feats.matrix,
             feats.config,
         )
-        combined = self.weighting.combine(probability, [u.doc for u in units], raw)
+        combined = self.weighting.weigh(question, docs, units, probability, raw)
         return _unflatten(combined, passages)
 
 
