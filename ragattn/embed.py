@@ -43,9 +43,9 @@ class Embedder:
     is always encoded ``min(batch_size, max(1, batch_tokens // n))`` texts at a time. Short
     sentences share a forward (the per-forward overhead, about 12 ms on 2 cores, is what they
     cost), long passages run one to a forward (no filler rows of copies to compute). On 2 AVX2
-    cores this halves the cost of 20 DL19 passages (1.2 s -> 0.55 s) and of a HotpotQA context's
-    45 sentences (1.06 s -> 0.50 s) against the earlier width of 4 texts of one exact length
-    (``python studies/embed_batching.py``).
+    cores this halves the cost of 20 DL19 passages (1.30 s -> 0.64 s, medians) and of a HotpotQA
+    context's sentences (1.06 s -> 0.59 s) against the earlier width of 4 texts of one exact
+    length (``python studies/embed_batching.py``, BENCHMARKS.md §4).
 
     ``device`` (``"cpu"`` by default; ``"auto"``, ``"cuda"``, ``"cuda:N"``, ``"mps"`` as for the
     proxy) is where MiniLM runs: 22M parameters are cheap on the CPU, a GPU pays off for bulk
