@@ -24,8 +24,10 @@ ENV_PREFIX = "RAGATTN_"
 _CACHE_BACKENDS = ("memory", "redis", "none")
 _CACHE_SCOPES = ("shared", "key")
 _DTYPES = ("auto", "float32", "bfloat16")
-_CASCADE = re.compile(r"default|off|(?:1(?:\.0*)?|0?\.\d*[1-9]\d*)(?::(?:bm25|documents|lexical))?")
-"""``RAGATTN_COMPRESS_CASCADE``: default, off, or KEEP[:SCORER] with KEEP in (0, 1]."""
+_CASCADE = re.compile(
+    r"default|off|(?:1(?:\.0*)?|0?\.\d*[1-9]\d*)(?::(?:bm25|documents|lexical)(?:\+links)?)?"
+)
+"""``RAGATTN_COMPRESS_CASCADE``: default, off, or KEEP[:SCORER[+links]] with KEEP in (0, 1]."""
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -288,7 +290,7 @@ def _validate(s: Settings) -> None:
     if not _CASCADE.fullmatch(s.compress_cascade):
         raise ConfigError(
             f"{env('compress_cascade')} must be default, off or KEEP:SCORER with KEEP in (0, 1] "
-            f"and SCORER one of bm25, documents, lexical (e.g. 0.8:lexical), "
+            f"and SCORER one of bm25, documents, lexical, optionally +links (e.g. 0.8:lexical), "
             f"got {s.compress_cascade!r}"
         )
     if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:

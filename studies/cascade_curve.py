@@ -11,7 +11,9 @@ scorers:
   were fitted on the same training questions, so its ranking here is in-sample);
 - ``bm25``: BM25 over the context's sentences alone (no model at all);
 - ``documents``: each sentence scored by its document's MiniLM cosine to the query (whole
-  documents are kept, best first; the cosine the document-aware selection reads anyway).
+  documents are kept, best first; the cosine the document-aware selection reads anyway);
+- any of them with ``+links`` (``lexical+links``): the sentences of the documents that the query
+  or a kept sentence names by title are kept first (:func:`ragattn.compress.cascade.keep_linked`).
 
 For every ``keep`` share of tokens it prints the mean per-question share of gold sentences dropped
 (the recall bound, in points of recall), the share of questions that lose any gold sentence, and
@@ -41,7 +43,7 @@ from tqdm import tqdm
 
 from ragattn.assets import default_models_dir
 from ragattn.compress import Compressor
-from ragattn.compress.cascade import Cascade, document_cosines, keep_by_tokens
+from ragattn.compress.cascade import Cascade, document_cosines, keep_by_tokens, keep_linked
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import PROBE_METHODS, probe_path
 from ragattn.compress.scorers import ProbeScorer
@@ -107,7 +109,7 @@ def main() -> None:
         print(f"capability {torch.backends.cpu.get_cpu_capability()}, dtype {proxy.dtype}")
         for name in scorer_names:
             for keep in keeps:
-                cascade = Cascade(min_tokens=args.min_tokens, keep=keep, scorer=name)  # type: ignore[arg-type]
+                cascade = Cascade.parse(f"{keep}:{name}", min_tokens=args.min_tokens)
                 compressors[f"{name}:{keep}"] = Compressor(proxy, cascade=cascade)
     measured: dict[str, list[tuple[float, bool]]] = defaultdict(list)
     done: dict[str, dict[str, tuple[float, bool]]] = {}
@@ -146,15 +148,20 @@ def main() -> None:
             continue
         gold = labels.astype(bool)
         for name in scorer_names:
-            if name == "lexical":
+            first, _, links = name.partition("+")
+            if first == "lexical":
                 score = lexical.score(ex.question, list(ex.documents), units)[0]
-            elif name == "bm25":
+            elif first == "bm25":
                 score = bm25_scores(ex.question, texts)
             else:
                 score = document_cosines(ex.question, list(ex.documents), units)
             for keep in keeps:
                 kept = np.zeros(len(units), dtype=bool)
-                kept[keep_by_tokens(score, costs, keep)] = True
+                if links:
+                    docs = list(ex.documents)
+                    kept[keep_linked(ex.question, docs, units, score, costs, keep)] = True
+                else:
+                    kept[keep_by_tokens(score, costs, keep)] = True
                 lost = float((gold & ~kept).sum() / gold.sum())
                 read = float(costs[kept].sum() / costs.sum())
                 rows[name][keep].append((lost, float(lost > 0), read))

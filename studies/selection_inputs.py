@@ -31,13 +31,17 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from ragattn.assets import packaged_models_dir
-from ragattn.assets import proxy_slug
+from ragattn.assets import packaged_models_dir, proxy_slug
 from ragattn.compress.links import link_inputs, title_pattern
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import probe_path
 from ragattn.compress.selection import combination_inputs
-from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents, zscore_columns
+from ragattn.document_probe import (
+    DocumentProbe,
+    document_probe_path,
+    score_documents,
+    zscore_columns,
+)
 from ragattn.lab.feature_store import FeatureStore, default_root
 from ragattn.lab.probe_training import load_training, units_and_labels
 from ragattn.lab.selection_training import SELECTION_QUOTAS, recall_at_budget
@@ -71,7 +75,9 @@ def namer_z(documents: Sequence[Document], units: Sequence[Unit], doc_z: np.ndar
         pattern = title_pattern(doc.title)
         if pattern is None:
             continue
-        namers = {u.doc for u, t in zip(units, texts, strict=True) if u.doc != d and pattern.search(t)}
+        namers = {
+            u.doc for u, t in zip(units, texts, strict=True) if u.doc != d and pattern.search(t)
+        }
         if namers:
             out[d] = max(doc_z[n] for n in namers)
     return out[[u.doc for u in units]]
@@ -97,8 +103,14 @@ def build(threads: int, limit: int | None) -> list[Row]:
         feats, _ = store.get(ex.source, ex.question, ex.documents, units)
         p = sentence_probe.predict(feats.names, feats.matrix, feats.config)
         raw = score_documents(
-            document_probe, proxy.tokenizer, ex.question, ex.documents, units,
-            feats.names, feats.matrix, feats.config,
+            document_probe,
+            proxy.tokenizer,
+            ex.question,
+            ex.documents,
+            units,
+            feats.names,
+            feats.matrix,
+            feats.config,
         )
         doc_of = [u.doc for u in units]
         base = np.concatenate(
@@ -109,14 +121,21 @@ def build(threads: int, limit: int | None) -> list[Row]:
         widths = unit_widths(proxy.tokenizer, ex.documents, units)
         rows.append(
             Row(
-                ex.source, base, namer_z(ex.documents, units, z), np.log(np.maximum(widths, 1)),
-                p, labels, widths, ex.question, tuple(ex.documents), tuple(units),
+                ex.source,
+                base,
+                namer_z(ex.documents, units, z),
+                np.log(np.maximum(widths, 1)),
+                p,
+                labels,
+                widths,
+                ex.question,
+                tuple(ex.documents),
+                tuple(units),
             )
         )
     return rows
 
 
-Design = Callable[[Row, "np.ndarray | None"], np.ndarray]
 
 
 def design(name: str) -> Callable[[Row, np.ndarray | None], np.ndarray]:
@@ -159,7 +178,10 @@ def cv(rows: Sequence[Row], name: str, folds: int = 5) -> dict[str, float]:
             r = rows[i]
             scores[i] = recall_at_budget(sigmoid(make(r, first.get(i)) @ w + b), r.y, r.widths)
     sources = sorted({r.source for r in rows})
-    per = {s: float(np.mean([v for v, r in zip(scores, rows, strict=True) if r.source == s])) for s in sources}
+    per = {
+        s: float(np.mean([v for v, r in zip(scores, rows, strict=True) if r.source == s]))
+        for s in sources
+    }
     per["macro"] = float(np.mean([per[s] for s in sources]))
     return per
 
@@ -172,7 +194,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     rows = build(args.threads, args.limit)
-    names = ["shipped", "namer_z", "log_width", "bridge2", "namer_z+bridge2", "namer_z+bridge2+log_width"]
+    names = [
+        "shipped",
+        "namer_z",
+        "log_width",
+        "bridge2",
+        "namer_z+bridge2",
+        "namer_z+bridge2+log_width",
+    ]
     table = {n: cv(rows, n) for n in names}
     sources = sorted({r.source for r in rows})
     print(f"{len(rows)} questions, CPU {torch.backends.cpu.get_cpu_capability()}")

@@ -131,7 +131,10 @@ def _cascade_system(
     except InvalidInputError as exc:
         raise typer.BadParameter(str(exc)) from exc
     compressor = Compressor(proxy, models_dir=models_dir, cascade=made)
-    return {f"cascade-{made.scorer}-{made.keep:g}": CompressorSystem(compressor, ratio=ratio)}
+    suffix = "+links" if made.links else ""
+    return {
+        f"cascade-{made.scorer}{suffix}-{made.keep:g}": CompressorSystem(compressor, ratio=ratio)
+    }
 
 
 @eval_app.command("compress")

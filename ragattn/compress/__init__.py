@@ -17,7 +17,13 @@ import numpy as np
 from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.blocks import BlockReader, BlockStore
 from ragattn.compress.budget import select
-from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade, document_cosines, keep_by_tokens
+from ragattn.compress.cascade import (
+    DEFAULT_CASCADE,
+    Cascade,
+    document_cosines,
+    keep_by_tokens,
+    keep_linked,
+)
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import (
@@ -284,7 +290,10 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             first = document_cosines(query, docs, units)
         else:
             first = self._cascade_scorer().score(query, docs, units)[0]
-        read = keep_by_tokens(first, costs, cascade.keep)
+        if cascade.links:
+            read = keep_linked(query, docs, units, first, costs, cascade.keep)
+        else:
+            read = keep_by_tokens(first, costs, cascade.keep)
         return read if len(read) < len(units) else None
 
     def _cascade_scorer(self) -> ProbeScorer:

@@ -16,6 +16,7 @@ from typing import Literal
 
 import numpy as np
 
+from ragattn.compress.links import title_pattern
 from ragattn.errors import InvalidInputError
 from ragattn.lexical import dense_scores
 from ragattn.sentence_attention import Unit
@@ -62,6 +63,51 @@ def keep_by_tokens(
     return np.asarray(sorted(kept), dtype=np.int64)
 
 
+def named_documents(
+    query: str, documents: Sequence[Document], units: Sequence[Unit], read: Sequence[int]
+) -> set[int]:
+    """The documents whose title (:func:`ragattn.compress.links.title_pattern`) the query names,
+    or a ``read`` unit of another document names: the second paragraphs of a multi-hop question,
+    which the title links of the document-aware selection lift, and which a first pass that reads
+    words alone ranks low."""
+    texts = {i: documents[units[i].doc].text[units[i].start : units[i].end] for i in read}
+    named = set()
+    for d, doc in enumerate(documents):
+        pattern = title_pattern(doc.title)
+        if pattern is None:
+            continue
+        if pattern.search(query) or any(
+            units[i].doc != d and pattern.search(t) for i, t in texts.items()
+        ):
+            named.add(d)
+    return named
+
+
+def keep_linked(
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    scores: Sequence[float] | np.ndarray,
+    costs: Sequence[int] | np.ndarray,
+    keep: float,
+) -> np.ndarray:
+    """:func:`keep_by_tokens` that keeps the sentences of linked documents first: the units the
+    first pass keeps name documents (:func:`named_documents`), whose sentences then rank above
+    every other sentence, and the same ``keep`` share of tokens is filled in that order. A call
+    without titles is cut exactly as by :func:`keep_by_tokens`."""
+    first = keep_by_tokens(scores, costs, keep)
+    named = named_documents(query, documents, units, first)
+    if not named:
+        return first
+    s = np.asarray(scores, dtype=np.float64)
+    lifted = np.where([u.doc in named for u in units], 1.0, 0.0)
+    # rank by (linked, score): a linked sentence precedes every other, order kept inside each
+    rank = np.lexsort((-s, -lifted))
+    order = np.empty(len(s))
+    order[rank] = -np.arange(len(s), dtype=np.float64)
+    return keep_by_tokens(order, costs, keep)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cascade:
     """When and how much a long context is cut before attention reads it.
@@ -74,12 +120,15 @@ class Cascade:
             ``"documents"`` (each document's MiniLM cosine: whole documents, best first).
         min_room: the cascade applies only when what it keeps is at least this many times the
             budget's tokens, so that attention still chooses among several times what it keeps.
+        links: keep the sentences of linked documents first (:func:`keep_linked`: documents
+            whose title the query or a kept sentence of another document names).
     """
 
     min_tokens: int = 1024
     keep: float = 0.5
     scorer: CascadeScorer = "bm25"
     min_room: float = 2.0
+    links: bool = False
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep <= 1.0:
@@ -96,17 +145,31 @@ class Cascade:
     @classmethod
     def parse(cls, spec: str, *, min_tokens: int = 1024) -> Cascade:
         """A cascade from ``"KEEP:SCORER"`` (e.g. ``"0.8:lexical"``; the scorer defaults to
-        ``lexical``), as the command line gives it.
+        ``lexical``; a ``+links`` suffix, ``"0.8:lexical+links"``, sets :attr:`links`), as the
+        command line gives it.
 
         Raises:
             InvalidInputError: a keep that is not a number in (0, 1], or an unknown scorer.
         """
         keep, _, scorer = spec.partition(":")
+        scorer, plus, suffix = scorer.partition("+")
+        if plus and suffix != "links":
+            raise InvalidInputError(f"cascade {spec!r}: the only suffix is +links")
         try:
             share = float(keep)
         except ValueError:
             raise InvalidInputError(f"cascade {spec!r}: KEEP must be a number") from None
-        return cls(min_tokens=min_tokens, keep=share, scorer=scorer or "lexical")  # type: ignore[arg-type]  # checked
+        return cls(
+            min_tokens=min_tokens,
+            keep=share,
+            scorer=scorer or "lexical",  # type: ignore[arg-type]  # checked in __post_init__
+            links=bool(plus),
+        )
+
+    @property
+    def name(self) -> str:
+        """The cascade as :meth:`parse` reads it (``"0.8:lexical"``, ``"0.8:lexical+links"``)."""
+        return f"{self.keep:g}:{self.scorer}" + ("+links" if self.links else "")
 
     def applies(self, context_tokens: int, budget_tokens: int | None) -> bool:
         """Whether a context of ``context_tokens`` compressed to ``budget_tokens`` (None: no
@@ -130,4 +193,6 @@ __all__ = [
     "CascadeScorer",
     "document_cosines",
     "keep_by_tokens",
+    "keep_linked",
+    "named_documents",
 ]
