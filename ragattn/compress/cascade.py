@@ -153,8 +153,8 @@ class Cascade:
         """
         keep, _, scorer = spec.partition(":")
         scorer, plus, suffix = scorer.partition("+")
-        if plus and suffix != "links":
-            raise InvalidInputError(f"cascade {spec!r}: the only suffix is +links")
+        if plus and (suffix != "links" or not scorer):
+            raise InvalidInputError(f"cascade {spec!r}: the only suffix is SCORER+links")
         try:
             share = float(keep)
         except ValueError:

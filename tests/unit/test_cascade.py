@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from ragattn.compress import Compressor
-from ragattn.compress.cascade import Cascade, keep_by_tokens
+from ragattn.compress.cascade import Cascade, keep_by_tokens, keep_linked, named_documents
+from ragattn.sentence_attention import Unit
 from ragattn.errors import InvalidInputError
 from ragattn.types import Document
 
@@ -108,9 +109,71 @@ def test_a_cascade_parses_from_the_command_line_form() -> None:
         min_tokens=512, keep=0.8, scorer="bm25"
     )
     assert Cascade.parse("0.6").scorer == "lexical"
-    for bad in ("x:bm25", "0.8:bert", "2", "0.5:Documents"):
+    assert Cascade.parse("0.8:lexical+links") == Cascade(keep=0.8, scorer="lexical", links=True)
+    assert Cascade.parse("0.8:lexical+links").name == "0.8:lexical+links"
+    assert Cascade.parse("0.7:bm25").name == "0.7:bm25"
+    for bad in ("x:bm25", "0.8:bert", "2", "0.5:Documents", "0.8:lexical+both", "0.8:+links"):
         with pytest.raises(InvalidInputError):
             Cascade.parse(bad)
+
+
+# A two-hop context: the film's paragraph names its director's; the director's birthplace shares
+# no word with the question but "born", and a distractor shares more.
+FILM = Document(
+    text="The Blue Bird is a 1940 fantasy film. It was directed by Walter Lang.",
+    title="The Blue Bird (1940 film)",
+)
+DIRECTOR = Document(
+    text="Walter Lang was an American film director. Lang was born in Memphis, Tennessee.",
+    title="Walter Lang",
+)
+OTHER = Document(
+    text="The Blue Bird is a play. The director of the play was born in Ghent.",
+    title="The Blue Bird (play)",
+)
+LINK_QUERY = "Where was the director of the film The Blue Bird born?"
+
+
+def _units(docs: list[Document]) -> list[Unit]:
+    from ragattn.sentences import split_sentences
+
+    return [
+        Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
+    ]
+
+
+def test_named_documents_are_those_the_query_or_a_read_sentence_names_by_title() -> None:
+    docs = [FILM, DIRECTOR, Document(text="Cats sleep a lot.", title="Cats")]
+    units = _units(docs)
+    assert len(units) == 5
+    # The query names "The Blue Bird" (the disambiguation is not matched); the film's second
+    # sentence, read, names Walter Lang; nothing names "Cats".
+    assert named_documents(LINK_QUERY, docs, units, [0, 1]) == {0, 1}
+    assert named_documents(LINK_QUERY, docs, units, [0]) == {0}  # the naming sentence unread
+    assert named_documents("Who wrote it?", docs, units, [1]) == {1}
+    # A document naming itself is no link.
+    assert named_documents("Who?", docs, units, [2, 3]) == set()
+    untitled = [Document(text=d.text) for d in docs]
+    assert named_documents(LINK_QUERY, untitled, units, [0, 1, 2, 3, 4]) == set()
+
+
+def test_keep_linked_keeps_the_named_paragraph_at_the_same_token_share() -> None:
+    docs = [FILM, OTHER, DIRECTOR]
+    units = _units(docs)  # film 0-1, play 2-3, director 4-5
+    scores = [3.0, 1.0, 2.5, 2.0, 0.5, 0.0]  # words favour the play over the director
+    costs = [10] * 6
+    plain = keep_by_tokens(scores, costs, 0.6)
+    assert plain.tolist() == [0, 1, 2, 3]  # the director's paragraph is dropped
+    linked = keep_linked(LINK_QUERY, docs, units, scores, costs, 0.6)
+    # The query names both "The Blue Bird" documents; the film's kept sentence names Walter Lang:
+    # all three are linked, so the first pass's order decides among them and the same 4 units
+    # (60 % of the tokens) are read.
+    assert linked.tolist() == plain.tolist()
+    docs_only_film = [FILM, Document(text=OTHER.text, title="A play"), DIRECTOR]
+    linked = keep_linked(LINK_QUERY, docs_only_film, units, scores, costs, 0.6)
+    assert linked.tolist() == [0, 1, 4, 5]  # the film and its director; the play is dropped
+    untitled = [Document(text=d.text) for d in docs]
+    assert keep_linked(LINK_QUERY, untitled, units, scores, costs, 0.6).tolist() == plain.tolist()
 
 
 def test_the_documents_scorer_keeps_whole_documents_best_first(proxy: Any) -> None:

@@ -74,7 +74,7 @@ def test_blank_values_keep_defaults() -> None:
         ),
         *(
             ({"RAGATTN_COMPRESS_CASCADE": bad}, "RAGATTN_COMPRESS_CASCADE must be default, off")
-            for bad in ("on", "0:lexical", "1.5", "0.8:bert", "0.8:")
+            for bad in ("on", "0:lexical", "1.5", "0.8:bert", "0.8:", "0.8:lexical+both")
         ),
     ],
 )
@@ -108,7 +108,7 @@ def test_every_field_is_settable_from_the_environment() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["default", "off", "0.8:lexical", "0.6:bm25", "1", ".9:documents"]
+    "value", ["default", "off", "0.8:lexical", "0.6:bm25", "1", ".9:documents", "0.8:lexical+links"]
 )
 def test_a_cascade_setting_is_accepted(value: str) -> None:
     assert Settings.from_env({"RAGATTN_COMPRESS_CASCADE": value}).compress_cascade == value
