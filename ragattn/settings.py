@@ -65,7 +65,8 @@ class Settings:
     """The lexical cascade in front of the attention compress methods
     (:mod:`ragattn.compress.cascade`): ``default`` (the library's, ``DEFAULT_CASCADE``), ``off``
     (every context read whole), or ``KEEP:SCORER`` (e.g. ``0.8:lexical``, ``0.8:bm25``,
-    ``0.8:documents``; the share of a long context's proxy tokens attention reads)."""
+    ``0.8:documents``; the share of a long context's proxy tokens attention reads), optionally
+    ``+links`` (``0.8:lexical+links``, the default's spelling: linked documents kept first)."""
     block_store_mb: int = 0
     """Passages read once (:mod:`ragattn.blocks`) for the attention compress methods: the size of
     the in-memory block store in MiB (0 = off, the default). A cached passage costs about 45 KiB

@@ -136,8 +136,6 @@ def build(threads: int, limit: int | None) -> list[Row]:
     return rows
 
 
-
-
 def design(name: str) -> Callable[[Row, np.ndarray | None], np.ndarray]:
     """The x of a row under a candidate set (``first``: a first combination's probabilities)."""
 

@@ -39,8 +39,9 @@ def eval_rerank(
         "bm25,minilm,icr,icr-middle,icr-middle-reattn",
         help="Comma-separated systems: bm25 (first stage), minilm, rerank methods (above, runtime "
         "and lab), or "
-        "compress:<method> (a document's score is its best sentence's keep probability under "
-        "that compress probe: the one-pass score of rerank_and_compress).",
+        "compress:<method> (the one-pass ranking of rerank_and_compress under that compress "
+        "method: the document probe read from the compressor's own forward, where the proxy "
+        "ships one; else a document's best sentence's keep probability).",
     ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     threads: int | None = typer.Option(None, help="torch threads."),

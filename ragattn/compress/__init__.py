@@ -106,9 +106,10 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             cheap scorer keeps the best ``keep`` share of the proxy tokens and attention reads
             those; the sentences it drops score 0 and the result's ``warnings`` say how many.
             Default :data:`~ragattn.compress.cascade.DEFAULT_CASCADE` (contexts of 1,024 proxy
-            tokens or more, budgets of at most 40 %: the lexical probe keeps 80 % of the tokens;
-            measured in BENCHMARKS.md §3), where the proxy's models folder has the ``lexical``
-            probe; ``None`` reads every context whole.
+            tokens or more, budgets of at most 40 %: the lexical probe keeps 80 % of the tokens,
+            the sentences of documents named by title first; measured in BENCHMARKS.md §3),
+            where the proxy's models folder has the ``lexical`` probe; ``None`` reads every
+            context whole.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).

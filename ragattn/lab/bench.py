@@ -315,7 +315,8 @@ def bench_read_once(
 
 def _cascade_name(cascade: Cascade) -> str:
     return (
-        f"cascade {cascade.scorer} keep {cascade.keep:g} (contexts >= {cascade.min_tokens} tokens)"
+        f"cascade {cascade.scorer}{'+links' if cascade.links else ''} keep {cascade.keep:g} "
+        f"(contexts >= {cascade.min_tokens} tokens)"
     )
 
 

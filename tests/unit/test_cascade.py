@@ -10,8 +10,8 @@ import pytest
 
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import Cascade, keep_by_tokens, keep_linked, named_documents
-from ragattn.sentence_attention import Unit
 from ragattn.errors import InvalidInputError
+from ragattn.sentence_attention import Unit
 from ragattn.types import Document
 
 
@@ -224,3 +224,30 @@ def test_without_a_lexical_probe_the_default_cascade_is_off_and_an_explicit_one_
     with pytest.raises(ModelLoadError, match="lexical probe"):
         Compressor(proxy, models_dir=tmp_path, cascade=Cascade(scorer="lexical"))
     assert Compressor(proxy, models_dir=tmp_path, cascade=Cascade(scorer="bm25")).cascade
+
+
+def test_the_default_cascade_reads_the_paragraph_a_kept_sentence_names(proxy: Any) -> None:
+    """The second hop: the lexical first pass keeps a distractor that shares the question's words
+    and drops the director's birthplace ("Lang was born in Memphis"); the linked cut reads the
+    whole paragraph that the film's kept sentence names, at the same token share."""
+    from ragattn.compress import DEFAULT_CASCADE
+
+    assert DEFAULT_CASCADE.links and DEFAULT_CASCADE.name == "0.8:lexical+links"
+    docs = [
+        FILM,
+        Document(
+            text="The director of the play The Bluebird was born in Ghent. The play was first "
+            "staged in Moscow.",
+            title="The Bluebird (play)",
+        ),
+        DIRECTOR,
+        Document(text="Memphis is a city on the Mississippi River.", title="Memphis"),
+    ]
+    birthplace = {}
+    for links in (False, True):
+        cascade = Cascade(min_tokens=16, keep=0.6, scorer="lexical", min_room=1.0, links=links)
+        result = Compressor(proxy, cascade=cascade).compress(LINK_QUERY, docs, ratio=0.2)
+        assert any(w.startswith("the cascade") for w in result.warnings)
+        birthplace[links] = result.documents[2].sentence_scores[1]
+    assert birthplace[False] == 0.0  # dropped before attention read it
+    assert birthplace[True] > 0.0

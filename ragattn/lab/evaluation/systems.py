@@ -54,9 +54,10 @@ class RerankerSystem:
 
 
 class CompressorRankSystem:
-    """A compress probe as a harness ranker: each candidate's score is its best sentence's keep
-    probability (:meth:`Compressor.rerank_and_compress`, one scoring pass). Candidates are passed
-    in a seeded shuffle, as the service would receive them: no first-stage order."""
+    """A compressor as a harness ranker: each candidate's score is the one-pass document score of
+    :meth:`Compressor.rerank_and_compress` (the document probe read from the same forward where
+    the proxy ships one, else the best sentence's keep probability). Candidates are passed in a
+    seeded shuffle, as the service would receive them: no first-stage order."""
 
     def __init__(self, compressor: Compressor, *, seed: int = 13) -> None:
         self.compressor = compressor
