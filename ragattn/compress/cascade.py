@@ -64,13 +64,16 @@ def keep_by_tokens(
 
 
 def named_documents(
-    query: str, documents: Sequence[Document], units: Sequence[Unit], read: Sequence[int]
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    read: Sequence[int] | np.ndarray,
 ) -> set[int]:
     """The documents whose title (:func:`ragattn.compress.links.title_pattern`) the query names,
     or a ``read`` unit of another document names: the second paragraphs of a multi-hop question,
     which the title links of the document-aware selection lift, and which a first pass that reads
     words alone ranks low."""
-    texts = {i: documents[units[i].doc].text[units[i].start : units[i].end] for i in read}
+    texts = {int(i): documents[units[i].doc].text[units[i].start : units[i].end] for i in read}
     named = set()
     for d, doc in enumerate(documents):
         pattern = title_pattern(doc.title)
