@@ -29,7 +29,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from ragattn.assets import packaged_models_dir, proxy_slug
 from ragattn.compress.links import link_inputs, title_pattern
@@ -39,12 +38,10 @@ from ragattn.compress.selection import combination_inputs
 from ragattn.document_probe import (
     DocumentProbe,
     document_probe_path,
-    score_documents,
     zscore_columns,
 )
 from ragattn.lab.feature_store import FeatureStore, default_root
-from ragattn.lab.probe_training import load_training, units_and_labels
-from ragattn.lab.selection_training import SELECTION_QUOTAS, recall_at_budget
+from ragattn.lab.selection_training import recall_at_budget, scored_questions
 from ragattn.lexical import sigmoid
 from ragattn.proxy import load_proxy
 from ragattn.sentence_attention import Unit, unit_widths
@@ -90,28 +87,11 @@ def build(threads: int, limit: int | None) -> list[Row]:
     slug = proxy_slug(proxy)
     sentence_probe = Probe.load(probe_path(folder, proxy.name, "sentinel"))
     document_probe = DocumentProbe.load(document_probe_path(folder, slug))
-    examples = [
-        ex
-        for ex in load_training(Path("../shared/data"), quotas=SELECTION_QUOTAS)
-        if len(ex.documents) > 1 and any(ex.gold)
-    ][:limit]
     rows = []
-    for ex in tqdm(examples, desc="rows", unit="q"):
-        units, labels = units_and_labels(ex)
-        if not labels.any():
-            continue
-        feats, _ = store.get(ex.source, ex.question, ex.documents, units)
-        p = sentence_probe.predict(feats.names, feats.matrix, feats.config)
-        raw = score_documents(
-            document_probe,
-            proxy.tokenizer,
-            ex.question,
-            ex.documents,
-            units,
-            feats.names,
-            feats.matrix,
-            feats.config,
-        )
+    for q in scored_questions(
+        proxy, Path("../shared/data"), store, sentence_probe, document_probe, limit=limit
+    ):
+        ex, units, labels, p, raw = q.example, q.units, q.labels, q.probability, q.document_scores
         doc_of = [u.doc for u in units]
         base = np.concatenate(
             [combination_inputs(p, doc_of, raw), link_inputs(ex.question, ex.documents, units, p)],

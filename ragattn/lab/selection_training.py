@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -43,11 +43,16 @@ from ragattn.compress.selection import (
 )
 from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
 from ragattn.lab.feature_store import FeatureStore
-from ragattn.lab.probe_training import MUSIQUE_RULE, load_training, units_and_labels
+from ragattn.lab.probe_training import (
+    MUSIQUE_RULE,
+    LabelledExample,
+    load_training,
+    units_and_labels,
+)
 from ragattn.lab.profile_writers import replace_card_section
 from ragattn.lexical import sigmoid
 from ragattn.proxy import Proxy
-from ragattn.sentence_attention import unit_widths
+from ragattn.sentence_attention import Unit, unit_widths
 
 CARD_START = "<!-- selection:start -->"
 CARD_END = "<!-- selection:end -->"
@@ -85,7 +90,19 @@ class SelectionExample:
     widths: np.ndarray
 
 
-def build_examples(
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScoredQuestion:
+    """One training question as the runtime scores it: its sentences (units) and gold labels, the
+    sentence probe's keep probabilities and the document probe's raw score of each document."""
+
+    example: LabelledExample
+    units: list[Unit]
+    labels: np.ndarray
+    probability: np.ndarray
+    document_scores: np.ndarray
+
+
+def scored_questions(
     proxy: Proxy,
     data_dir: Path,
     store: FeatureStore,
@@ -95,15 +112,14 @@ def build_examples(
     quotas: Mapping[str, int] = SELECTION_QUOTAS,
     limit: int | None = None,
     progress: bool = True,
-) -> list[SelectionExample]:
-    """The rows of every multi-document training question with a gold sentence (features from
-    ``store``: extracted once, then read from disk)."""
+) -> Iterator[ScoredQuestion]:
+    """Every multi-document training question with a gold sentence, scored from ``store``
+    (features extracted once, then read from disk)."""
     examples = [
         ex
         for ex in load_training(data_dir, quotas=quotas)
         if len(ex.documents) > 1 and any(ex.gold)
     ][:limit]
-    out = []
     for ex in tqdm(examples, desc="selection", unit="q", disable=not progress):
         units, labels = units_and_labels(ex)
         if not labels.any():
@@ -120,14 +136,29 @@ def build_examples(
             feats.matrix,
             feats.config,
         )
-        base = combination_inputs(probability, [u.doc for u in units], raw)
-        links = link_inputs(ex.question, ex.documents, units, probability)
+        yield ScoredQuestion(
+            example=ex,
+            units=units,
+            labels=labels,
+            probability=probability,
+            document_scores=np.asarray(raw, dtype=np.float64),
+        )
+
+
+def build_examples(proxy: Proxy, questions: Iterable[ScoredQuestion]) -> list[SelectionExample]:
+    """The combination's rows of each scored question (:func:`scored_questions`): the three
+    inputs of :data:`~ragattn.compress.selection.COLUMNS`, then the title links."""
+    out = []
+    for q in questions:
+        ex, units = q.example, q.units
+        base = combination_inputs(q.probability, [u.doc for u in units], q.document_scores)
+        links = link_inputs(ex.question, ex.documents, units, q.probability)
         out.append(
             SelectionExample(
                 source=ex.source,
                 x=np.concatenate([base, links], axis=1),
-                probability=probability,
-                y=labels,
+                probability=q.probability,
+                y=q.labels,
                 widths=unit_widths(proxy.tokenizer, ex.documents, units),
             )
         )
@@ -214,7 +245,16 @@ def fit_selection(
     sentence_probe = Probe.load(probe_path(models_dir, proxy.name, method))
     document_probe = DocumentProbe.load(document_probe_path(models_dir, slug))
     examples = build_examples(
-        proxy, data_dir, store, sentence_probe, document_probe, limit=limit, progress=progress
+        proxy,
+        scored_questions(
+            proxy,
+            data_dir,
+            store,
+            sentence_probe,
+            document_probe,
+            limit=limit,
+            progress=progress,
+        ),
     )
     cv = cross_validate(examples)
     with_links = cv["links"]["macro"] >= cv["documents"]["macro"] + LINK_GAIN
@@ -299,9 +339,11 @@ __all__: Sequence[str] = (
     "BUDGET",
     "LINK_GAIN",
     "SELECTION_QUOTAS",
+    "ScoredQuestion",
     "SelectionExample",
     "build_examples",
     "cross_validate",
     "fit_selection",
     "recall_at_budget",
+    "scored_questions",
 )
