@@ -144,8 +144,8 @@ def bench_compress_cmd(
     cascade: list[str] = typer.Option(
         [],
         help="With --read-once, also time the default behind another cascade than the default "
-        "one (always timed), KEEP:SCORER (e.g. 0.8:bm25; repeatable), over the same distinct "
-        "contexts.",
+        "one (0.8:lexical+links, always timed), KEEP:SCORER[+links] (e.g. 0.8:lexical or "
+        "0.8:bm25; repeatable), over the same distinct contexts.",
     ),
     out: Path | None = typer.Option(None, help="Write all rows as JSON."),
 ) -> None:

@@ -165,9 +165,9 @@ def eval_compress(
     ),
     cascade: list[str] = typer.Option(
         [],
-        help="Also evaluate the default compressor behind a lexical cascade, KEEP:SCORER (e.g. "
-        "0.8:lexical or 0.6:bm25; repeatable), cut for the first budget; the system is named "
-        "cascade-SCORER-KEEP.",
+        help="Also evaluate the default compressor behind a cascade, KEEP:SCORER[+links] (e.g. "
+        "0.8:lexical, 0.8:lexical+links or 0.6:bm25; repeatable), cut for the first budget; the "
+        "system is named cascade-SCORER[+links]-KEEP.",
     ),
     cascade_min_tokens: int = typer.Option(
         1024, help="The cascades cut contexts of at least this many proxy tokens."
