@@ -251,7 +251,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         scores[read] = read_scores
         assert self.cascade is not None  # a cut implies a cascade
         note = (
-            f"the cascade ({self.cascade.scorer}) let attention read {len(read)} of "
+            f"the cascade ({self.cascade.name}) let attention read {len(read)} of "
             f"{len(units)} sentences; the {len(units) - len(read)} it dropped score 0"
         )
         return scores, chunks, (note,)
