@@ -50,6 +50,7 @@ def main() -> None:
             lambda: rl.dev_lists(
                 args.data, proxy.tokenizer, top_k=args.dev_top_k, max_tokens=args.max_tokens
             ),
+            tokenizer=proxy.name,
         )
     elif args.transfer:
         lists = rl.cached_lists(
@@ -59,11 +60,13 @@ def main() -> None:
                     "msmarco-train", args.data, proxy.tokenizer, max_tokens=args.max_tokens
                 )
             ),
+            tokenizer=proxy.name,
         )
     else:
         lists = rl.cached_lists(
             f"train-{args.max_tokens}",
             lambda: rl.round_robin(args.data, proxy.tokenizer, max_tokens=args.max_tokens),
+            tokenizer=proxy.name,
         )[: args.limit]
     lists = lists[: args.limit]
     counts: dict[str, int] = {}

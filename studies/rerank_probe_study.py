@@ -84,12 +84,14 @@ def main() -> None:
     store = rf.store_for(default_root(), proxy)
     print("cpu capability:", torch.backends.cpu.get_cpu_capability(), flush=True)
     started = time.perf_counter()
-    train_lists = rl.cached_lists("train-128", lambda: rl.round_robin(args.data, proxy.tokenizer))[
+    train_lists = rl.cached_lists(
+        "train-128", lambda: rl.round_robin(args.data, proxy.tokenizer), tokenizer=proxy.name
+    )[
         : args.limit
     ]
 
     def table(name: str, build: Callable[[], rp.ListTable]) -> rp.ListTable:
-        return cached_table(name, build) if args.table_cache else build()
+        return cached_table(f"{name}-{proxy.name}", build) if args.table_cache else build()
 
     train_all = table(
         f"train-{args.limit}",
@@ -103,6 +105,7 @@ def main() -> None:
                 rl.cached_lists(
                     "msmarco-128",
                     lambda: list(rl.source_lists("msmarco-train", args.data, proxy.tokenizer)),
+                    tokenizer=proxy.name,
                 ),
                 cached_only=True,
                 progress=False,
@@ -118,7 +121,9 @@ def main() -> None:
                 rf.extract(
                     store,
                     rl.cached_lists(
-                        "dev-top20-128", lambda: rl.dev_lists(args.data, proxy.tokenizer)
+                        "dev-top20-128",
+                        lambda: rl.dev_lists(args.data, proxy.tokenizer),
+                        tokenizer=proxy.name,
                     ),
                     cached_only=True,
                     progress=False,

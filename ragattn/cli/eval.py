@@ -146,6 +146,12 @@ def eval_compress(
         [0.2, 0.33], help="Fractions of context tokens kept (repeatable)."
     ),
     limit: int = typer.Option(200, min=1, help="Evaluate the first N questions."),
+    offset: int = typer.Option(
+        0,
+        min=0,
+        help="Skip this many questions first (2Wiki 200-299, --offset 200 --limit 100, is in "
+        "neither the evaluation slice nor the training questions).",
+    ),
     method: str = typer.Option(
         "random,position,bm25,minilm,attention-raw,focal,sentinel,lexical,fused",
         help="Comma-separated systems.",
@@ -184,15 +190,18 @@ def eval_compress(
     )
     from ragattn.proxy import load_proxy
 
+    end = offset + limit
     loaders = {
-        "2wiki": lambda: datasets.load_2wiki(path, limit),
-        "hotpotqa": lambda: datasets.load_hotpot(path, limit),
-        "squad": lambda: datasets.load_squad(path, limit),
-        "scifact": lambda: datasets.load_scifact_rationales(path, "test", limit),
+        "2wiki": lambda: datasets.load_2wiki(path, end),
+        "hotpotqa": lambda: datasets.load_hotpot(path, end),
+        "squad": lambda: datasets.load_squad(path, end),
+        "scifact": lambda: datasets.load_scifact_rationales(path, "test", end),
     }
     if dataset not in loaders:
         raise typer.BadParameter(f"--dataset must be one of {', '.join(DATASETS)}")
-    examples = loaders[dataset]()
+    examples = list(loaders[dataset]())[offset:]
+    if not examples:
+        raise typer.BadParameter(f"--offset {offset} skips every question of {path}")
     loaded = load_proxy(proxy, threads=threads)
     store = None
     if features_cache is not None:
@@ -226,6 +235,7 @@ def eval_compress(
     report = harness.evaluate_selection(
         examples, scorers, budgets=tuple(budget), tokenizer=loaded.tokenizer
     )
-    typer.echo(f"{dataset}: {len(examples)} questions\n" + report.to_markdown())
+    first = f", from question {offset}" if offset else ""
+    typer.echo(f"{dataset}: {len(examples)} questions{first}\n" + report.to_markdown())
     if out:
         out.write_text(json.dumps(report.to_dict(), indent=2))

@@ -63,6 +63,7 @@ def fit_document_probe(
     lists = rl.cached_lists(
         f"train-{max_tokens}",
         lambda: rl.round_robin(data_dir, proxy.tokenizer, max_tokens=max_tokens),
+        tokenizer=proxy.name,
     )[:limit]
     full = build_table(extract(store, lists, progress=progress))
     table = restrict(full, kinds=tuple(recipe["kinds"]), layers=recipe["layers"])

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,15 +273,21 @@ def dev_lists(
     return out
 
 
-def cached_lists(name: str, build: Callable[[], list[RankingList]]) -> list[RankingList]:
-    """``build()``'s lists, kept as JSON in ``$RAGATTN_CACHE_DIR/rerank-lists/<name>.json`` (BM25
-    over the pools takes minutes; the lists are deterministic, so a rebuild gives the same)."""
+def cached_lists(
+    name: str, build: Callable[[], list[RankingList]], *, tokenizer: str
+) -> list[RankingList]:
+    """``build()``'s lists, kept as JSON in ``$RAGATTN_CACHE_DIR/rerank-lists/<name>-<tokenizer>.json``
+    (BM25 over the pools takes minutes; the lists are deterministic, so a rebuild gives the same).
+
+    Documents are cut to a number of *proxy* tokens, so the same name under another proxy's
+    tokenizer is another set of lists: ``tokenizer`` (the proxy's name) is part of the key."""
     import json
     import os
 
     base = os.environ.get("RAGATTN_CACHE_DIR")
     folder = (Path(base) if base else Path.home() / ".cache" / "ragattn") / "rerank-lists"
-    path = folder / f"{name}.json"
+    tag = re.sub(r"[^A-Za-z0-9._-]+", "_", tokenizer)
+    path = folder / f"{name}-{tag}.json"
     if path.is_file():
         rows = json.loads(path.read_text())
         return [

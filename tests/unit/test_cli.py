@@ -4,8 +4,10 @@ dependency is missing fails alone with that dependency's message."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import typer
@@ -96,3 +98,36 @@ def test_python_dash_m_runs_the_cli() -> None:
     from ragattn import __version__
 
     assert done.stdout.strip() == __version__
+
+
+def _hotpot_file(path: Path, n: int) -> Path:
+    """``n`` hotpot-layout questions; question ``i`` asks about ``Town i`` and its gold sentence
+    is the only one that names it."""
+    records = [
+        {
+            "_id": f"q{i}",
+            "question": f"Which river runs through Town {i}?",
+            "answer": f"River {i}",
+            "supporting_facts": [[f"Town {i}", 1]],
+            "context": [
+                [f"Town {i}", [f"Town {i} is a small place.", f"Town {i} lies on River {i}."]],
+                ["Weather", ["It rained a lot that year.", "Summers are warm and dry."]],
+            ],
+        }
+        for i in range(n)
+    ]
+    path.write_text(json.dumps(records))
+    return path
+
+
+def test_eval_compress_offset_skips_the_first_questions(tmp_path: Path) -> None:
+    data = _hotpot_file(tmp_path / "hotpot.json", 5)
+    out = tmp_path / "report.json"
+    args = ["eval", "compress", "--dataset", "hotpotqa", str(data), "--method", "bm25"]
+    result = runner.invoke(app, [*args, "--offset", "3", "--limit", "10", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "hotpotqa: 2 questions, from question 3" in result.output
+    assert json.loads(out.read_text())["num_examples"] == 2
+    past_the_end = runner.invoke(app, [*args, "--offset", "5"])
+    assert past_the_end.exit_code == 2
+    assert "skips every question" in " ".join(past_the_end.output.split())
