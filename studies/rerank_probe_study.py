@@ -42,9 +42,18 @@ def catalogue(names: list[str]) -> list[rp.Learner]:
     return [x for n in names for x in table[n]]
 
 
-def columns(table: rp.ListTable, kinds: str, layers: int | None) -> rp.ListTable:
+def columns(
+    table: rp.ListTable, kinds: str, layers: int | None, only: tuple[int, ...] | None = None
+) -> rp.ListTable:
+    """The columns of ``kinds`` in layers ``< layers``, and only in the layers ``only`` if given
+    (Gemma 3's full-attention layers: its sliding-window layers see 512 tokens back, not every
+    document of a 2,600-token list)."""
     chosen = [k for k in kinds.split(",") if k and k != "all"]
-    return rp.restrict(table, kinds=chosen, layers=layers)
+    kept = rp.restrict(table, kinds=chosen, layers=layers)
+    if only is None:
+        return kept
+    keep = [i for i, n in enumerate(kept.names) if rp.layer_of(n) in only]
+    return kept.select(np.asarray(keep, dtype=int))
 
 
 def cached_table(name: str, build: Callable[[], rp.ListTable]) -> rp.ListTable:
@@ -69,7 +78,11 @@ def main() -> None:
     ap.add_argument(
         "--kinds", default="all", help="';'-separated variants of pooled kinds, e.g. all;mass:query"
     )
-    ap.add_argument("--layers", default="all", help="comma-separated depths (layers < N)")
+    ap.add_argument(
+        "--layers",
+        default="all",
+        help="comma-separated: all, a depth N (layers < N), or global (full-attention layers only)",
+    )
     ap.add_argument("--curve", default="", help="training-list counts for a learning curve")
     ap.add_argument("--no-dev", action="store_true")
     ap.add_argument(
@@ -86,9 +99,7 @@ def main() -> None:
     started = time.perf_counter()
     train_lists = rl.cached_lists(
         "train-128", lambda: rl.round_robin(args.data, proxy.tokenizer), tokenizer=proxy.name
-    )[
-        : args.limit
-    ]
+    )[: args.limit]
 
     def table(name: str, build: Callable[[], rp.ListTable]) -> rp.ListTable:
         return cached_table(f"{name}-{proxy.name}", build) if args.table_cache else build()
@@ -142,15 +153,16 @@ def main() -> None:
     results = []
     sizes = [int(x) for x in args.curve.split(",") if x] or [len(train.lists)]
     variants = [
-        (kinds, int(layers) if layers not in ("", "all") else None)
-        for kinds in args.kinds.split(";")
-        for layers in args.layers.split(",")
+        (kinds, layers) for kinds in args.kinds.split(";") for layers in args.layers.split(",")
     ]
-    for (kinds, layers), size in ((v, n) for v in variants for n in sizes):
-        train = columns(train_all, kinds, layers)
-        transfer = columns(transfer_all, kinds, layers)
-        dev = columns(dev_all, kinds, layers)
-        print(f"-- kinds={kinds} layers={layers or 'all'} ({len(train.names)} columns)", flush=True)
+    full_layers = proxy.full_attention_layers()
+    for (kinds, spec), size in ((v, n) for v in variants for n in sizes):
+        layers = int(spec) if spec not in ("", "all", "global") else None
+        only = full_layers if spec == "global" else None
+        train = columns(train_all, kinds, layers, only)
+        transfer = columns(transfer_all, kinds, layers, only)
+        dev = columns(dev_all, kinds, layers, only)
+        print(f"-- kinds={kinds} layers={spec or 'all'} ({len(train.names)} columns)", flush=True)
         sub = rp.ListTable(names=train.names, lists=train.lists[:size])
         for learner in catalogue(args.learners.split(",")):
             t0 = time.perf_counter()
@@ -158,7 +170,7 @@ def main() -> None:
             macro = float(np.mean(list(loso.values())))
             row = {
                 "kinds": kinds,
-                "layers": layers,
+                "layers": spec,
                 "lists": len(sub.lists),
                 "learner": learner.name,
                 "loso_macro": macro,

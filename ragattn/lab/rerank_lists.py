@@ -276,8 +276,9 @@ def dev_lists(
 def cached_lists(
     name: str, build: Callable[[], list[RankingList]], *, tokenizer: str
 ) -> list[RankingList]:
-    """``build()``'s lists, kept as JSON in ``$RAGATTN_CACHE_DIR/rerank-lists/<name>-<tokenizer>.json``
-    (BM25 over the pools takes minutes; the lists are deterministic, so a rebuild gives the same).
+    """``build()``'s lists, kept as JSON in
+    ``$RAGATTN_CACHE_DIR/rerank-lists/<name>-<tokenizer>.json`` (BM25 over the pools takes minutes;
+    the lists are deterministic, so a rebuild gives the same).
 
     Documents are cut to a number of *proxy* tokens, so the same name under another proxy's
     tokenizer is another set of lists: ``tokenizer`` (the proxy's name) is part of the key."""
