@@ -81,7 +81,8 @@ def main() -> None:
     ap.add_argument(
         "--layers",
         default="all",
-        help="comma-separated: all, a depth N (layers < N), or global (full-attention layers only)",
+        help="comma-separated: all, a depth N (layers < N), global (full-attention layers only) "
+        "or a set of layers such as L5+L11",
     )
     ap.add_argument("--curve", default="", help="training-list counts for a learning curve")
     ap.add_argument("--no-dev", action="store_true")
@@ -157,8 +158,11 @@ def main() -> None:
     ]
     full_layers = proxy.full_attention_layers()
     for (kinds, spec), size in ((v, n) for v in variants for n in sizes):
-        layers = int(spec) if spec not in ("", "all", "global") else None
+        explicit = spec.startswith("L")
+        layers = int(spec) if spec not in ("", "all", "global") and not explicit else None
         only = full_layers if spec == "global" else None
+        if explicit:
+            only = tuple(int(x.removeprefix("L")) for x in spec.split("+"))
         train = columns(train_all, kinds, layers, only)
         transfer = columns(transfer_all, kinds, layers, only)
         dev = columns(dev_all, kinds, layers, only)
