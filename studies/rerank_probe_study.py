@@ -85,6 +85,13 @@ def main() -> None:
         "or a set of layers such as L5+L11",
     )
     ap.add_argument("--curve", default="", help="training-list counts for a learning curve")
+    ap.add_argument(
+        "--fresh-from",
+        type=int,
+        default=0,
+        help="fit on the first N lists only and also score the later ones (never fitted on): "
+        "fresh_macro is their nDCG@10, macro over sources",
+    )
     ap.add_argument("--no-dev", action="store_true")
     ap.add_argument(
         "--dev-every", action="store_true", help="score dev and transfer at every curve point"
@@ -153,6 +160,8 @@ def main() -> None:
     )
     results = []
     sizes = [int(x) for x in args.curve.split(",") if x] or [len(train.lists)]
+    if args.fresh_from:
+        sizes = [args.fresh_from]
     variants = [
         (kinds, layers) for kinds in args.kinds.split(";") for layers in args.layers.split(",")
     ]
@@ -185,12 +194,30 @@ def main() -> None:
                 row["msmarco"] = rp.ndcg(scorer, transfer.lists)
                 for src in dict.fromkeys(r.source for r in dev.lists):
                     row[src] = rp.ndcg(scorer, [r for r in dev.lists if r.source == src])
+                fresh = train.lists[size:]
+                if args.fresh_from and fresh:
+                    by_source = {
+                        src: rp.ndcg(scorer, [r for r in fresh if r.source == src])
+                        for src in dict.fromkeys(r.source for r in fresh)
+                    }
+                    row["fresh_macro"] = float(np.mean(list(by_source.values())))
+                    row["fresh"] = by_source
             row["seconds"] = time.perf_counter() - t0
             results.append(row)
             extra = " ".join(
                 f"{k}={v:.4f}"
                 for k, v in row.items()
-                if k not in ("kinds", "layers", "lists", "learner", "loso", "loso_macro", "seconds")
+                if k
+                not in (
+                    "kinds",
+                    "layers",
+                    "lists",
+                    "learner",
+                    "loso",
+                    "loso_macro",
+                    "seconds",
+                    "fresh",
+                )
             )
             per = " ".join(f"{k.split('-')[0]}={v:.3f}" for k, v in loso.items())
             print(
