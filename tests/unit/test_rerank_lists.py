@@ -1,0 +1,58 @@
+"""The ranking-list cache of the rerank-probe training: documents are cut in *proxy* tokens, so a
+list built under one proxy's tokenizer is never read under another's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ragattn.lab.rerank_lists import RankingList, cached_lists
+from ragattn.types import Document
+
+
+def _lists(text: str) -> list[RankingList]:
+    return [
+        RankingList(
+            source="nq-train",
+            qid="q1",
+            query="who wrote it?",
+            documents=(Document(text=text, title="T"), Document(text="other", title=None)),
+            labels=(1, 0),
+        )
+    ]
+
+
+def test_cached_lists_are_keyed_by_the_tokenizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGATTN_CACHE_DIR", str(tmp_path))
+    built: list[str] = []
+
+    def build(text: str) -> Callable[[], list[RankingList]]:
+        def run() -> list[RankingList]:
+            built.append(text)
+            return _lists(text)
+
+        return run
+
+    small = cached_lists("train-128", build("cut by smollm2"), tokenizer="smollm2-135m")
+    other = cached_lists("train-128", build("cut by gemma"), tokenizer="gemma3-270m")
+    again = cached_lists("train-128", build("never built"), tokenizer="smollm2-135m")
+    assert built == ["cut by smollm2", "cut by gemma"]
+    assert small[0].documents[0].text == "cut by smollm2"
+    assert other[0].documents[0].text == "cut by gemma"
+    assert again == small
+    assert sorted(p.name for p in (tmp_path / "rerank-lists").iterdir()) == [
+        "train-128-gemma3-270m.json",
+        "train-128-smollm2-135m.json",
+    ]
+
+
+def test_a_path_as_the_tokenizer_gives_one_flat_file_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RAGATTN_CACHE_DIR", str(tmp_path))
+    cached_lists("dev", lambda: _lists("x"), tokenizer="/models/my proxy")
+    assert [p.name for p in (tmp_path / "rerank-lists").iterdir()] == ["dev-_models_my_proxy.json"]
