@@ -22,8 +22,8 @@ import torch
 from ragattn.embed import shared_embedder
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab.rerank_features import list_units
-from ragattn.lexical import dense_scores
 from ragattn.proxy import load_proxy
+from ragattn.rerank.features import dense_local
 from ragattn.sentence_attention import attention_block
 
 
@@ -65,12 +65,12 @@ def main() -> None:
         print(f"{variant}: {proxy.dtype} " + " ".join(f"{t:.2f}" for t in times), flush=True)
     embedder = shared_embedder()
     assert minilm_lists is not None
-    dense_scores(minilm_lists[0].query, [d.text for d in minilm_lists[0].documents])
+    dense_local(minilm_lists[0].query, minilm_lists[0].documents)
     times = []
     for r in minilm_lists:
         embedder.clear_cache()
         t0 = time.perf_counter()
-        dense_scores(r.query, [f"{d.title or ''} {d.text}".strip() for d in r.documents])
+        dense_local(r.query, r.documents)
         times.append(time.perf_counter() - t0)
     medians["minilm"] = statistics.median(times)
     print("minilm: " + " ".join(f"{t:.2f}" for t in times), flush=True)
