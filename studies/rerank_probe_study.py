@@ -49,11 +49,7 @@ def columns(
     (Gemma 3's full-attention layers: its sliding-window layers see 512 tokens back, not every
     document of a 2,600-token list)."""
     chosen = [k for k in kinds.split(",") if k and k != "all"]
-    kept = rp.restrict(table, kinds=chosen, layers=layers)
-    if only is None:
-        return kept
-    keep = [i for i, n in enumerate(kept.names) if rp.layer_of(n) in only]
-    return kept.select(np.asarray(keep, dtype=int))
+    return rp.restrict(table, kinds=chosen, layers=layers, only=only)
 
 
 def cached_table(name: str, build: Callable[[], rp.ListTable]) -> rp.ListTable:

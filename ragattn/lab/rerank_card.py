@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ragattn.assets import proxy_slug
 from ragattn.document_probe import PROBE_FILE, DocumentProbe
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab.feature_store import FeatureStore
@@ -41,9 +42,32 @@ CARD_START = "<!-- rerank-probe:start -->"
 CARD_END = "<!-- rerank-probe:end -->"
 
 RECIPE: Mapping[str, Any] = MappingProxyType(
-    {"kinds": ("mass:query", "best:query"), "layers": None, "l2": 1.0, "max_doc_tokens": 128}
+    {
+        "kinds": ("mass:query", "best:query"),
+        "layers": None,
+        "only": None,
+        "l2": 1.0,
+        "max_doc_tokens": 128,
+    }
 )
-"""Pooled kinds, leading layers read (None: all), L2 strength and the documents' token cut."""
+"""Pooled kinds, leading layers read (None: all), the layers kept among them (None: all), L2
+strength and the documents' token cut. SmolLM2's recipe, and the one for proxies not studied."""
+
+RECIPES: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {
+        "smollm2-135m": RECIPE,
+        # BENCHMARKS.md §2 "Gemma-3-270M beside SmolLM2": only the full-attention layers 5 and 11
+        # carry the signal (its sliding-window layers see 512 tokens back), and the forward stops
+        # after 12 of its 18 layers; chosen on lists 1-210, confirmed on lists 211-420 by a declared rule.
+        "gemma3-270m": MappingProxyType({**RECIPE, "only": (5, 11), "l2": 0.1}),
+    }
+)
+"""The recipe of each studied proxy, by its slug (:func:`ragattn.assets.proxy_slug`)."""
+
+
+def recipe_for(slug: str) -> Mapping[str, Any]:
+    """The studied recipe of the proxy ``slug``, or :data:`RECIPE` for any other proxy."""
+    return RECIPES.get(slug, RECIPE)
 
 
 def fit_document_probe(
@@ -53,12 +77,13 @@ def fit_document_probe(
     *,
     store: FeatureStore,
     limit: int | None = None,
-    recipe: Mapping[str, Any] = RECIPE,
+    recipe: Mapping[str, Any] | None = None,
     command: str = "ragattn probe train --kind rerank",
     progress: bool = True,
 ) -> str:
     """Extract the first ``limit`` training lists (resumable), fit, save, write the card;
-    returns the card text."""
+    returns the card text. ``recipe`` defaults to the proxy's studied one (:func:`recipe_for`)."""
+    recipe = recipe_for(proxy_slug(proxy)) if recipe is None else recipe
     max_tokens = int(recipe["max_doc_tokens"])
     lists = rl.cached_lists(
         f"train-{max_tokens}",
@@ -66,7 +91,8 @@ def fit_document_probe(
         tokenizer=proxy.name,
     )[:limit]
     full = build_table(extract(store, lists, progress=progress))
-    table = restrict(full, kinds=tuple(recipe["kinds"]), layers=recipe["layers"])
+    only = recipe.get("only")
+    table = restrict(full, kinds=tuple(recipe["kinds"]), layers=recipe["layers"], only=only)
     l2 = float(recipe["l2"])
     loso = leave_one_source_out(table, residual_learner(l2))
     base = leave_one_source_out(table, minilm_learner())
@@ -78,6 +104,8 @@ def fit_document_probe(
         **attention_config(proxy, rows=rows, layers=depth),  # type: ignore[arg-type]
         "max_doc_tokens": max_tokens,
         "kinds": list(recipe["kinds"]),
+        "only_layers": None if only is None else list(only),
+        "proxy_layers": proxy.num_layers,
         "l2": l2,
         "lists": len(table.lists),
         "loso_ndcg10": loso,
@@ -91,6 +119,13 @@ def fit_document_probe(
         out_dir / "README.md", f"{CARD_START}\n{card}{CARD_END}", CARD_START, CARD_END
     )
     return card
+
+
+def _layers_read(probe: DocumentProbe) -> str:
+    only = probe.config.get("only_layers")
+    if only:
+        return "layers " + ", ".join(str(x) for x in only)
+    return f"layers 0-{probe.layers - 1}"
 
 
 def _card(
@@ -118,8 +153,10 @@ def _card(
         "found it (`ragattn/lab/rerank_lists.py`; no evaluation slice is read).",
         "Score: `a * z(MiniLM) + w . z(attention)`, z-scored within the list; `a` is fitted on "
         "MiniLM alone and held fixed, `w` by an L2 pairwise logistic loss "
-        f"(l2 = {probe.config['l2']}) over the pooled kinds {probe.config['kinds']} of layers "
-        f"0-{probe.layers - 1} ({len(probe.columns)} columns); a = {probe.minilm_weight:.3f}.",
+        f"(l2 = {probe.config['l2']}) over the pooled kinds {probe.config['kinds']} of "
+        f"{_layers_read(probe)} ({len(probe.columns)} columns); a = {probe.minilm_weight:.3f}. "
+        f"The forward runs {probe.layers} of the proxy's {probe.config.get('proxy_layers', '?')} "
+        "layers and stops.",
         "The recipe was chosen by leave-one-source-out nDCG@10 (each source scored by a model "
         "fitted on the others), never by in-domain fit (`studies/rerank_probe_study.py`, "
         "BENCHMARKS.md §2).",
@@ -144,4 +181,4 @@ def _card(
     return "\n".join(lines)
 
 
-__all__: Sequence[str] = ("RECIPE", "fit_document_probe")
+__all__: Sequence[str] = ("RECIPE", "RECIPES", "fit_document_probe", "recipe_for")

@@ -231,15 +231,21 @@ def layer_of(name: str) -> int:
 
 
 def restrict(
-    table: ListTable, *, kinds: Sequence[str] = (), layers: int | None = None
+    table: ListTable,
+    *,
+    kinds: Sequence[str] = (),
+    layers: int | None = None,
+    only: Sequence[int] | None = None,
 ) -> ListTable:
     """The columns of the given pooled kinds (``mass:query``, ``best:last``, ...; all when empty)
-    in layers ``< layers`` (all when None)."""
+    in layers ``< layers`` (all when None), and only in the layers ``only`` when given (Gemma 3's
+    full-attention layers: its sliding-window layers see 512 tokens back, not a whole list)."""
     keep = [
         i
         for i, n in enumerate(table.names)
         if (not kinds or any(n.startswith(k + ":") for k in kinds))
         and (layers is None or layer_of(n) < layers)
+        and (only is None or layer_of(n) in only)
     ]
     return table.select(np.asarray(keep, dtype=int))
 
