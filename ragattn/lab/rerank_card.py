@@ -58,7 +58,8 @@ RECIPES: Mapping[str, Mapping[str, Any]] = MappingProxyType(
         "smollm2-135m": RECIPE,
         # BENCHMARKS.md §2 "Gemma-3-270M beside SmolLM2": only the full-attention layers 5 and 11
         # carry the signal (its sliding-window layers see 512 tokens back), and the forward stops
-        # after 12 of its 18 layers; chosen on lists 1-210, confirmed on lists 211-420 by a declared rule.
+        # after 12 of its 18 layers; chosen on lists 1-210, confirmed on lists 211-420 by a
+        # declared rule.
         "gemma3-270m": MappingProxyType({**RECIPE, "only": (5, 11), "l2": 0.1}),
     }
 )
