@@ -208,7 +208,9 @@ def bench_rerank_cmd(
     ),
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
     method: str = typer.Option(
-        "minilm,minilm-hyde", help="Comma-separated rerank methods; the first is the baseline."
+        "minilm,minilm-hyde",
+        help="Comma-separated rerank methods; the first is the baseline. NAME@PROXY runs a method "
+        "on another proxy (same device, dtype and threads), e.g. attention-probe@gemma3-270m.",
     ),
     docs: int = typer.Option(20, help="Candidates per query."),
     queries: int = typer.Option(10, min=1, help="Distinct DL19 queries, one call each."),
@@ -222,12 +224,15 @@ def bench_rerank_cmd(
     from ragattn.proxy import load_proxy
 
     loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
+    methods = [m.strip() for m in method.split(",") if m.strip()]
+    others = {m.partition("@")[2] for m in methods} - {""}
     rows = bench_rerank(
         loaded,
         data,
-        methods=[m.strip() for m in method.split(",") if m.strip()],
+        methods=methods,
         n_docs=docs,
         queries=queries,
+        proxies={p: load_proxy(p, device=device, dtype=dtype, threads=threads) for p in others},
     )
     typer.echo(
         f"{runtime_line(rows[0])}\n{rows[0]['queries']} distinct queries x {docs} candidates\n"

@@ -12,7 +12,7 @@ import json
 import resource
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -726,13 +726,17 @@ def bench_rerank(
     methods: Sequence[str],
     n_docs: int = 20,
     queries: int = 10,
+    proxies: Mapping[str, Proxy] | None = None,
 ) -> list[dict]:
     """Seconds per rerank call of each method over ``queries`` distinct DL19 queries, each with its
     first ``n_docs`` BM25 candidates, with no cache hit: each method sees each query once, and the
     MiniLM vector cache is cleared before every call. The first row is the baseline of the ratios.
 
+    A method written ``name@proxy`` runs on ``proxies[proxy]`` instead of ``proxy`` (the same
+    method on two proxies, timed in one run).
+
     Returns one dict per method: the per-query seconds, their median and mean, and the ratio of the
-    median to the first method's, with :func:`runtime_info`.
+    median to the first method's, with :func:`runtime_info` of the proxy it ran on.
     """
     from ragattn.embed import shared_embedder
     from ragattn.lab.evaluation.datasets import load_candidates
@@ -749,7 +753,9 @@ def bench_rerank(
     rows: list[dict] = []
     medians: list[float] = []
     for method in methods:
-        reranker = Reranker(proxy, method=rerank_spec(method))
+        name, _, on = method.partition("@")
+        runs_on = (proxies or {})[on] if on else proxy
+        reranker = Reranker(runs_on, method=rerank_spec(name))
         reranker.rerank("warm-up query about nothing", ["warm-up document."])
         seconds = []
         for query, docs in lists:
@@ -762,8 +768,9 @@ def bench_rerank(
         medians.append(statistics.median(seconds))
         rows.append(
             {
-                **runtime_info(proxy),
+                **runtime_info(runs_on),
                 "method": method,
+                "proxy": runs_on.name,
                 "queries": len(lists),
                 "documents": n_docs,
                 "runs_s": seconds,

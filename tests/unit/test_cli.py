@@ -4,10 +4,12 @@ dependency is missing fails alone with that dependency's message."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -131,3 +133,36 @@ def test_eval_compress_offset_skips_the_first_questions(tmp_path: Path) -> None:
     past_the_end = runner.invoke(app, [*args, "--offset", "5"])
     assert past_the_end.exit_code == 2
     assert "skips every question" in " ".join(past_the_end.output.split())
+
+
+def test_bench_rerank_times_a_method_on_a_second_proxy_in_the_same_run(
+    tmp_path: Path, proxy: Any
+) -> None:
+    """``name@proxy`` runs the method on that proxy; every row names the proxy it ran on."""
+    from ragattn.lab.bench import bench_rerank
+
+    docs = [
+        {"docid": f"d{i}", "rank": i + 1, "bm25_score": 1.0, "text": text}
+        for i, text in enumerate(["Paris is in France.", "Bananas are yellow.", "Lyon is big."])
+    ]
+    queries = [
+        {"qid": f"q{n}", "query": f"Where is Paris? ({n})", "candidates": docs} for n in (1, 2)
+    ]
+    (tmp_path / "candidates_bm25_top100.jsonl").write_text(
+        "\n".join(json.dumps(q) for q in queries) + "\n"
+    )
+    (tmp_path / "qrels.trec.txt").write_text("q1 Q0 d0 1\nq2 Q0 d0 1\n")
+    other = dataclasses.replace(proxy, name="smollm2-copy")  # the same weights, no second load
+    rows = bench_rerank(
+        proxy,
+        tmp_path,
+        methods=["minilm", "icr@copy"],
+        n_docs=3,
+        queries=2,
+        proxies={"copy": other},
+    )
+    assert [r["method"] for r in rows] == ["minilm", "icr@copy"]
+    assert [r["proxy"] for r in rows] == [proxy.name, "smollm2-copy"]
+    assert [len(r["runs_s"]) for r in rows] == [2, 2]
+    assert rows[0]["ratio_to_first"] == 1.0
+    assert all(r["cpu_capability"] and r["dtype"] for r in rows)
