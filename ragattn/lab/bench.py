@@ -754,6 +754,8 @@ def bench_rerank(
     medians: list[float] = []
     for method in methods:
         name, _, on = method.partition("@")
+        if on and on not in (proxies or {}):
+            raise ValueError(f"method {method!r} names proxy {on!r}, which is not in proxies")
         runs_on = (proxies or {})[on] if on else proxy
         reranker = Reranker(runs_on, method=rerank_spec(name))
         reranker.rerank("warm-up query about nothing", ["warm-up document."])

@@ -166,3 +166,5 @@ def test_bench_rerank_times_a_method_on_a_second_proxy_in_the_same_run(
     assert [len(r["runs_s"]) for r in rows] == [2, 2]
     assert rows[0]["ratio_to_first"] == 1.0
     assert all(r["cpu_capability"] and r["dtype"] for r in rows)
+    with pytest.raises(ValueError, match="names proxy 'elsewhere'"):
+        bench_rerank(proxy, tmp_path, methods=["minilm@elsewhere"], n_docs=3, queries=1)
