@@ -18,6 +18,7 @@ import torch
 from ragattn.lab import rerank_features as rf
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab.feature_store import default_root
+from ragattn.lab.rerank_card import store_depth
 from ragattn.proxy import load_proxy
 
 
@@ -31,6 +32,12 @@ def main() -> None:
     ap.add_argument("--dev-top-k", type=int, default=20)
     ap.add_argument("--transfer", action="store_true", help="extract msmarco-train lists instead")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--depth",
+        default="recipe",
+        help="layers the stored forward runs: 'recipe' (the proxy's studied recipe: Gemma 12, "
+        "others all), 'all', or a number",
+    )
     ap.add_argument("--features-cache", type=Path, default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -42,7 +49,9 @@ def main() -> None:
         proxy.dtype,
         flush=True,
     )
-    store = rf.store_for(args.features_cache or default_root(), proxy)
+    store = rf.store_for(
+        args.features_cache or default_root(), proxy, layers=store_depth(args.depth, proxy)
+    )
     print("feature store:", store.folder, flush=True)
     if args.dev:
         lists = rl.cached_lists(

@@ -24,6 +24,7 @@ from ragattn.lab import rerank_features as rf
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab import rerank_probe as rp
 from ragattn.lab.feature_store import default_root
+from ragattn.lab.rerank_card import store_depth
 from ragattn.proxy import load_proxy
 
 
@@ -94,11 +95,17 @@ def main() -> None:
     )
     ap.add_argument("--table-cache", action="store_true", help="pickle the pooled tables")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--depth",
+        default="recipe",
+        help="layers the stored forward runs: 'recipe' (the proxy's studied recipe: Gemma 12, "
+        "others all), 'all', or a number",
+    )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     proxy = load_proxy(args.proxy, threads=args.threads)
-    store = rf.store_for(default_root(), proxy)
+    store = rf.store_for(default_root(), proxy, layers=store_depth(args.depth, proxy))
     print("cpu capability:", torch.backends.cpu.get_cpu_capability(), flush=True)
     started = time.perf_counter()
     train_lists = rl.cached_lists(

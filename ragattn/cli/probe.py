@@ -77,10 +77,11 @@ def probe_train(
         typer.echo(f"document-aware selection written to {out_dir}", err=True)
         return
     if kind == "rerank":
-        from ragattn.lab.rerank_card import fit_document_probe
+        from ragattn.lab.rerank_card import fit_document_probe, forward_depth, recipe_for
         from ragattn.lab.rerank_features import store_for
 
-        rerank_store = store_for(features_cache or default_root(), loaded)
+        depth = forward_depth(recipe_for(proxy_slug(loaded)))
+        rerank_store = store_for(features_cache or default_root(), loaded, layers=depth)
         typer.echo(f"feature store: {rerank_store.folder}", err=True)
         card = fit_document_probe(
             loaded,

@@ -71,6 +71,24 @@ def recipe_for(slug: str) -> Mapping[str, Any]:
     return RECIPES.get(slug, RECIPE)
 
 
+def forward_depth(recipe: Mapping[str, Any]) -> int | None:
+    """The layers a recipe's forward must run (None: all): one past the deepest layer it reads.
+    The training store is extracted at this depth, and the served forward stops there."""
+    only = recipe.get("only")
+    if only:
+        return max(int(x) for x in only) + 1
+    layers = recipe.get("layers")
+    return None if layers is None else int(layers)
+
+
+def store_depth(spec: str, proxy: Proxy) -> int | None:
+    """A studies' ``--depth`` option: ``"recipe"`` (the proxy's :func:`forward_depth`), ``"all"``
+    (None) or a number of layers."""
+    if spec == "recipe":
+        return forward_depth(recipe_for(proxy_slug(proxy)))
+    return None if spec == "all" else int(spec)
+
+
 def fit_document_probe(
     proxy: Proxy,
     data_dir: Path,

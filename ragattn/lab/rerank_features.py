@@ -44,9 +44,14 @@ def list_units(ranking: RankingList) -> list[Unit]:
     ]
 
 
-def store_for(root: Path, proxy: Proxy) -> FeatureStore:
-    """The feature store of ranking lists: all layers, last and query-span rows, one chunk."""
-    return FeatureStore(root, proxy, rows="both", max_chunk_tokens=LIST_CHUNK_TOKENS)
+def store_for(root: Path, proxy: Proxy, *, layers: int | None = None) -> FeatureStore:
+    """The feature store of ranking lists: last and query-span rows, one chunk, and the first
+    ``layers`` layers of the proxy (None: all). A recipe that reads only early layers (Gemma's
+    5 and 11) extracts with the forward stopped after its deepest layer, as it is served; the
+    layers it keeps are identical to a full forward's (the early-exit test checks this)."""
+    return FeatureStore(
+        root, proxy, rows="both", layers=layers, max_chunk_tokens=LIST_CHUNK_TOKENS
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
