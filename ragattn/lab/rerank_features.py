@@ -49,9 +49,7 @@ def store_for(root: Path, proxy: Proxy, *, layers: int | None = None) -> Feature
     ``layers`` layers of the proxy (None: all). A recipe that reads only early layers (Gemma's
     5 and 11) extracts with the forward stopped after its deepest layer, as it is served; the
     layers it keeps are identical to a full forward's (the early-exit test checks this)."""
-    return FeatureStore(
-        root, proxy, rows="both", layers=layers, max_chunk_tokens=LIST_CHUNK_TOKENS
-    )
+    return FeatureStore(root, proxy, rows="both", layers=layers, max_chunk_tokens=LIST_CHUNK_TOKENS)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
