@@ -112,8 +112,13 @@ def main() -> None:
         "train-128", lambda: rl.round_robin(args.data, proxy.tokenizer), tokenizer=proxy.name
     )[: args.limit]
 
+    stored = sum(1 for _ in store.folder.rglob("*.npz"))
+
     def table(name: str, build: Callable[[], rp.ListTable]) -> rp.ListTable:
-        return cached_table(f"{name}-{proxy.name}", build) if args.table_cache else build()
+        # Keyed by the store's configuration and how many lists it holds: a table pooled before
+        # the extraction went further (or from another dtype or depth) is never read back.
+        key = f"{name}-{proxy.name}-{store.folder.name}-{stored}"
+        return cached_table(key, build) if args.table_cache else build()
 
     train_all = table(
         f"train-{args.limit}",

@@ -30,7 +30,7 @@ from ragattn.prompt import (
     shared_prefix_length,
     with_query,
 )
-from ragattn.proxy import Proxy, dtype_name
+from ragattn.proxy import Proxy, dtype_name, native_cpu_bf16
 from ragattn.rerank.icr import IcrScorer
 from ragattn.types import Document
 
@@ -236,12 +236,18 @@ def bench_read_once(
     runs: int = 5,
     naive: bool = True,
     cascades: Sequence[Cascade] = (),
+    naive_dtype: torch.dtype | None = torch.float32,
 ) -> list[dict]:
     """The default compressor with and without cached document blocks, over ``runs`` distinct
     contexts of about ``tokens`` proxy tokens: naive eager Sentinel forward (baseline), full
     prompt, read once with passages never seen (cold), and the same passages with a new question
     (warm); and the full prompt behind each of ``cascades``. Medians in seconds; ratios against
-    the naive row."""
+    the naive row.
+
+    The naive baseline runs in ``naive_dtype`` (fp32, what reference code runs on a CPU; None:
+    the proxy's own dtype), on a copy of the weights when the proxy runs another dtype, so that
+    bf16 where ``dtype="auto"`` picks it counts as a lever against the same baseline."""
+
     from ragattn.blocks import BlockStore, bytes_per_token
     from ragattn.compress import Compressor
     from ragattn.embed import shared_embedder
@@ -255,12 +261,15 @@ def bench_read_once(
     embedder = shared_embedder()
     for comp in (full, once, *cut.values()):
         comp.compress(warm_up[0], warm_up[1], ratio=0.2)  # first-call costs out of the timings
+    baseline = proxy
+    if naive_dtype is not None and proxy.dtype != naive_dtype:
+        baseline = in_dtype(proxy, naive_dtype)
     timings: dict[str, list[float]] = {"naive": [], "full": [], "cold": [], "warm": []}
     timings.update({name: [] for name in cut})
     for query, docs in contexts:
         embedder.clear_cache()
         if naive:
-            timings["naive"].append(_seconds(partial(naive_sentinel, proxy, query, docs)))
+            timings["naive"].append(_seconds(partial(naive_sentinel, baseline, query, docs)))
         timings["full"].append(_seconds(partial(full.compress, query, docs, ratio=0.2)))
         for name, comp in cut.items():
             embedder.clear_cache()
@@ -271,8 +280,10 @@ def bench_read_once(
     stats = store.stats()
     base = statistics.median(timings["naive"]) if timings["naive"] else None
     names = {
-        "naive": "naive: eager Sentinel forward, output_attentions, all layers",
-        "full": f"compress, {full.method}, full prompt, whole context (no cascade)",
+        "naive": "naive: eager Sentinel forward, output_attentions, all layers, "
+        + dtype_name(baseline.dtype),
+        "full": f"compress, {full.method}, full prompt, whole context (no cascade), "
+        + dtype_name(proxy.dtype),
         "cold": f"compress, {once.method}, read once: passages never seen (cold)",
         "warm": f"compress, {once.method}, read once: same passages, new question (warm)",
     }
@@ -496,6 +507,13 @@ def _with_model(proxy: Proxy, model: object, dtype: torch.dtype | None = None) -
     )
 
 
+def in_dtype(proxy: Proxy, dtype: torch.dtype) -> Proxy:
+    """A copy of ``proxy`` whose weights and activations run in ``dtype`` (one run times both)."""
+    import copy
+
+    return _with_model(proxy, copy.deepcopy(proxy.model).to(dtype), dtype=dtype)
+
+
 def bench_levers(
     proxy: Proxy,
     data_dir: Path,
@@ -515,7 +533,6 @@ def bench_levers(
     quantisation; bf16; whole methods (``fused`` and ``attention-probe`` with attention, the default
     cold and with its embedding LRU warm); and cost growth from ``n_docs`` to ``scale_docs``.
     """
-    import copy
 
     from ragattn.embed import shared_embedder
     from ragattn.rerank import Reranker
@@ -594,10 +611,9 @@ def bench_levers(
             err(deltas(quant, qr, True, True), ref_qr),
             f"fbgemm on {torch.backends.cpu.get_cpu_capability()}",
         )
+    half: Proxy | None = None
     if bf16 and proxy.dtype != torch.bfloat16:
-        half = _with_model(
-            proxy, copy.deepcopy(proxy.model).to(torch.bfloat16), dtype=torch.bfloat16
-        )
+        half = in_dtype(proxy, torch.bfloat16)
         timing = time_runs("bf16", lambda: deltas(half, qr, True, True), 1, warmup=0)
         add(
             "bf16 weights and activations",
@@ -627,6 +643,25 @@ def bench_levers(
         None,
         "whole method; the shipped attention reranker",
     )
+    if half is not None:
+        # What dtype="auto" serves on a CPU with native bf16 (AVX-512 BF16 or AMX), against the
+        # same fp32 naive baseline: the packaged probe reads bf16 features (probe_accepts_dtype).
+        half_probe = Reranker(half, method="attention-probe")
+
+        def half_cold() -> object:
+            embedder.clear_cache()
+            return half_probe.rerank(query, few)
+
+        timing = time_runs("attention-probe bf16", half_cold, runs)
+        add(
+            "method attention-probe in bf16, documents new",
+            False,
+            timing,
+            None,
+            "whole method; dtype='auto' on a CPU with native bf16"
+            if on_cpu and native_cpu_bf16()
+            else "whole method; bf16 is emulated on this device",
+        )
     default = Reranker(proxy)
 
     def cold() -> object:

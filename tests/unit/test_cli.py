@@ -168,3 +168,33 @@ def test_bench_rerank_times_a_method_on_a_second_proxy_in_the_same_run(
     assert all(r["cpu_capability"] and r["dtype"] for r in rows)
     with pytest.raises(ValueError, match="names proxy 'elsewhere'"):
         bench_rerank(proxy, tmp_path, methods=["minilm@elsewhere"], n_docs=3, queries=1)
+
+
+def test_bench_compress_baseline_is_the_fp32_naive_forward_whatever_the_served_dtype(
+    tmp_path: Path, proxy: Any
+) -> None:
+    """bf16 (what ``dtype="auto"`` serves on a native-bf16 CPU) is timed against the same fp32
+    naive forward, so it counts as a lever; each row names its dtype."""
+    import torch
+
+    from ragattn.lab.bench import bench_read_once, in_dtype
+
+    rows = [
+        {
+            "question": f"Who founded company {n}?",
+            "context": [
+                [f"Company {n}", [f"Company {n} was founded by person {n}.", "It makes tools."]],
+                [f"Town {n}", [f"Town {n} lies on river {n}.", f"It has {n} bridges."]],
+            ],
+        }
+        for n in range(4)
+    ]
+    (tmp_path / "hotpot_dev_distractor_v1.shared.json").write_text(json.dumps(rows))
+    half = in_dtype(proxy, torch.bfloat16)
+    assert half.dtype == torch.bfloat16 and next(half.model.parameters()).dtype == torch.bfloat16
+    assert next(proxy.model.parameters()).dtype == torch.float32  # a copy, the fixture untouched
+    out = bench_read_once(half, tmp_path, tokens=20, runs=1)
+    naive, full = out[0], out[1]
+    assert naive["variant"].startswith("naive") and naive["variant"].endswith("float32")
+    assert full["variant"].endswith("bfloat16") and full["vs_naive"] > 0
+    assert all(r["dtype"] == "bfloat16" for r in out)  # the runtime of the served rows

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ragattn.lab.rerank_card import RECIPE, recipe_for
+from ragattn.lab.rerank_card import RECIPE, forward_depth, recipe_for
 from ragattn.lab.rerank_probe import (
     Learner,
     ListTable,
@@ -62,6 +62,14 @@ def test_each_studied_proxy_has_its_recipe_and_others_get_the_default() -> None:
     assert recipe_for("smollm2-135m") is RECIPE
     assert recipe_for("some-local-model") is RECIPE
     assert RECIPE["only"] is None and RECIPE["layers"] is None
+
+
+def test_a_recipe_forward_stops_after_its_deepest_layer() -> None:
+    """The training store and the served forward run to one past the deepest layer read."""
+    assert forward_depth(recipe_for("gemma3-270m")) == 12
+    assert forward_depth(RECIPE) is None  # every layer
+    assert forward_depth({**RECIPE, "layers": 9}) == 9
+    assert forward_depth({**RECIPE, "layers": 20, "only": (3,)}) == 4
 
 
 def test_leave_one_source_out_never_fits_on_the_scored_source() -> None:
