@@ -18,7 +18,7 @@ import torch
 from ragattn.lab import rerank_features as rf
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab.feature_store import default_root
-from ragattn.lab.rerank_card import store_depth
+from ragattn.lab.rerank_card import DEPTH_HELP, store_depth
 from ragattn.proxy import load_proxy
 
 
@@ -35,8 +35,7 @@ def main() -> None:
     ap.add_argument(
         "--depth",
         default="recipe",
-        help="layers the stored forward runs: 'recipe' (the proxy's studied recipe: Gemma 12, "
-        "others all), 'all', or a number",
+        help=DEPTH_HELP,
     )
     ap.add_argument("--features-cache", type=Path, default=None)
     args = ap.parse_args()

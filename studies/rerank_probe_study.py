@@ -24,7 +24,7 @@ from ragattn.lab import rerank_features as rf
 from ragattn.lab import rerank_lists as rl
 from ragattn.lab import rerank_probe as rp
 from ragattn.lab.feature_store import default_root
-from ragattn.lab.rerank_card import store_depth
+from ragattn.lab.rerank_card import DEPTH_HELP, store_depth
 from ragattn.proxy import load_proxy
 
 
@@ -98,8 +98,7 @@ def main() -> None:
     ap.add_argument(
         "--depth",
         default="recipe",
-        help="layers the stored forward runs: 'recipe' (the proxy's studied recipe: Gemma 12, "
-        "others all), 'all', or a number",
+        help=DEPTH_HELP,
     )
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()

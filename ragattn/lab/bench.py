@@ -629,13 +629,18 @@ def bench_levers(
     timing = time_runs("fused", lambda: fused.rerank(query, few), runs)
     add("method fused (QRHead attention + BM25 + MiniLM)", False, timing, None, "whole method")
     embedder = shared_embedder()
+
+    def cold_call(reranker: Reranker) -> Callable[[], object]:
+        """One call over documents new to MiniLM (its LRU cleared first)."""
+
+        def call() -> object:
+            embedder.clear_cache()
+            return reranker.rerank(query, few)
+
+        return call
+
     probe = Reranker(proxy, method="attention-probe")
-
-    def probe_cold() -> object:
-        embedder.clear_cache()
-        return probe.rerank(query, few)
-
-    timing = time_runs("attention-probe", probe_cold, runs)
+    timing = time_runs("attention-probe", cold_call(probe), runs)
     add(
         "method attention-probe (document probe on MiniLM), documents new",
         False,
@@ -647,12 +652,7 @@ def bench_levers(
         # What dtype="auto" serves on a CPU with native bf16 (AVX-512 BF16 or AMX), against the
         # same fp32 naive baseline: the packaged probe reads bf16 features (probe_accepts_dtype).
         half_probe = Reranker(half, method="attention-probe")
-
-        def half_cold() -> object:
-            embedder.clear_cache()
-            return half_probe.rerank(query, few)
-
-        timing = time_runs("attention-probe bf16", half_cold, runs)
+        timing = time_runs("attention-probe bf16", cold_call(half_probe), runs)
         add(
             "method attention-probe in bf16, documents new",
             False,
@@ -663,12 +663,7 @@ def bench_levers(
             else "whole method; bf16 is emulated on this device",
         )
     default = Reranker(proxy)
-
-    def cold() -> object:
-        embedder.clear_cache()
-        return default.rerank(query, few)
-
-    timing = time_runs("default cold", cold, runs)
+    timing = time_runs("default cold", cold_call(default), runs)
     add(f"method {default.method} (default), documents new", True, timing, None, "whole method")
     fresh_queries = iter(range(10**6))
     timing = time_runs(

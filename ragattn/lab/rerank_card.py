@@ -81,6 +81,13 @@ def forward_depth(recipe: Mapping[str, Any]) -> int | None:
     return None if layers is None else int(layers)
 
 
+DEPTH_HELP = (
+    "layers the stored forward runs: 'recipe' (the proxy's studied recipe: Gemma 12, others all), "
+    "'all', or a number"
+)
+"""The help of the studies' ``--depth`` option (:func:`store_depth` reads it)."""
+
+
 def store_depth(spec: str, proxy: Proxy) -> int | None:
     """A studies' ``--depth`` option: ``"recipe"`` (the proxy's :func:`forward_depth`), ``"all"``
     (None) or a number of layers."""
