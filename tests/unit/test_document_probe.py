@@ -11,9 +11,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ragattn.document_probe import EPS, DocumentProbe, pool_documents, zscore_columns
+from ragattn import Reranker
+from ragattn.document_probe import (
+    EPS,
+    DocumentProbe,
+    pool_documents,
+    score_documents,
+    zscore_columns,
+)
 from ragattn.errors import ConfigError
-from ragattn.rerank.probe import AttentionProbeScorer
+from ragattn.rerank.probe import AttentionProbeScorer, _canonical, probe_rows
+from ragattn.sentence_attention import Unit, attention_block, attention_config
+from ragattn.sentences import split_sentences
 from ragattn.types import Document
 
 CONFIG = {"rows": "both", "layers": 4, "dtype": "float32", "max_doc_tokens": 24}
@@ -139,3 +148,41 @@ def test_rerank_and_compress_ranks_by_the_document_probe_of_its_own_forward(prox
     assert DOCS[ranked[0].index].text.startswith("Paris")
     for r in ranked:
         assert r.relevance_score == pytest.approx(1 / (1 + np.exp(-r.raw_score)))
+
+
+@pytest.mark.gemma
+@pytest.mark.slow
+def test_gemma_probe_stops_its_forward_at_its_depth_and_matches_the_full_forward(
+    gemma_proxy: Any,
+) -> None:
+    """The packaged Gemma-3-270M document probe reads only layers 5 and 11, so its forward stops
+    after 12 of 18 layers; the scores equal the probe applied to a full-depth forward's features."""
+    reranker = Reranker(gemma_proxy, method="attention-probe")
+    scorer = reranker.scorer
+    assert isinstance(scorer, AttentionProbeScorer)
+    probe = scorer.probe
+    assert probe.layers == 12 < gemma_proxy.num_layers
+    assert {int(c.split(":L")[1].split("H")[0]) for c in probe.columns} == {5, 11}
+    query = "What is the capital of France?"
+    cut = scorer.score(query, DOCS, None)
+    assert DOCS[int(np.argmax(cut.raw))].text.startswith("Paris")
+
+    docs = [DOCS[i] for i in _canonical(DOCS)]  # the scorer's prompt order
+    units = [
+        Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
+    ]
+    rows = probe_rows(probe)
+    matrix, names, _ = attention_block(
+        gemma_proxy, query, docs, units, rows=rows, layers=None, max_chunk_tokens=1 << 30
+    )
+    full = score_documents(
+        probe,
+        gemma_proxy.tokenizer,
+        query,
+        docs,
+        units,
+        names,
+        matrix,
+        attention_config(gemma_proxy, rows=rows, layers=None),
+    )
+    np.testing.assert_allclose(full, cut.raw[_canonical(DOCS)], rtol=1e-5, atol=1e-5)
