@@ -186,3 +186,23 @@ def test_gemma_probe_stops_its_forward_at_its_depth_and_matches_the_full_forward
         attention_config(gemma_proxy, rows=rows, layers=None),
     )
     np.testing.assert_allclose(full, cut.raw[_canonical(DOCS)], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gemma
+@pytest.mark.slow
+def test_gemma_rerank_and_compress_ranks_with_its_document_probe(gemma_proxy: Any) -> None:
+    """With its own probe file, Gemma's one-pass call ranks by the document probe read from the
+    compressor's forward (as SmolLM2's does). That forward's prompt is the compressor's, not the
+    reranker's, so the two rankings may differ below the top."""
+    from ragattn import Compressor
+
+    query = "What is the capital of France?"
+    ranked, out = Compressor(gemma_proxy, method="fused").rerank_and_compress(
+        query, DOCS, ratio=0.5
+    )
+    assert ranked.method == "fused:document-probe"
+    assert DOCS[ranked[0].index].text.startswith("Paris")
+    assert [d.index for d in out.documents] == [r.index for r in ranked]
+    raws = [r.raw_score for r in ranked]
+    assert raws == sorted(raws, reverse=True)
+    assert sorted(r.index for r in ranked) == list(range(len(DOCS)))
