@@ -213,13 +213,16 @@ def bench_rerank_cmd(
         "on another proxy (same device, dtype and threads), e.g. attention-probe@gemma3-270m.",
     ),
     docs: int = typer.Option(20, help="Candidates per query."),
-    queries: int = typer.Option(10, min=1, help="Distinct DL19 queries, one call each."),
+    queries: int = typer.Option(
+        10, min=1, help="Distinct DL19 queries: one cold and one warm call each."
+    ),
     threads: int | None = typer.Option(None, help="torch threads (default: one per core)."),
     device: str = typer.Option("auto", help=DEVICE_HELP),
     dtype: str = typer.Option("auto", help=DTYPE_HELP),
     out: Path | None = typer.Option(None, help="Also write the rows as JSON here."),
 ) -> None:
-    """Seconds per rerank call of each method over distinct queries (no cache hit), same run."""
+    """Seconds per rerank call of each method, same run: cold (distinct queries, no cache hit) and
+    warm (the same passages with a new query)."""
     from ragattn.lab.bench import bench_rerank, runtime_line
     from ragattn.proxy import load_proxy
 
@@ -236,12 +239,14 @@ def bench_rerank_cmd(
     )
     typer.echo(
         f"{runtime_line(rows[0])}\n{rows[0]['queries']} distinct queries x {docs} candidates\n"
-        f"| method | median s / call | mean s | x {rows[0]['method']} |\n|---|---|---|---|"
+        f"| method | cold: median s / call | mean s | x {rows[0]['method']} "
+        "| warm (same passages, new query): median s | warm / cold |\n|---|---|---|---|---|---|"
     )
     for row in rows:
         typer.echo(
             f"| {row['method']} | {row['median_s']:.3f} | {row['mean_s']:.3f} | "
-            f"{row['ratio_to_first']:.1f}x |"
+            f"{row['ratio_to_first']:.1f}x | {row['warm_median_s']:.3f} | "
+            f"{row['warm_to_cold']:.2f} |"
         )
     if out:
         out.write_text(json.dumps(rows, indent=2))

@@ -164,7 +164,9 @@ def test_bench_rerank_times_a_method_on_a_second_proxy_in_the_same_run(
     assert [r["method"] for r in rows] == ["minilm", "icr@copy"]
     assert [r["proxy"] for r in rows] == [proxy.name, "smollm2-copy"]
     assert [len(r["runs_s"]) for r in rows] == [2, 2]
+    assert [len(r["warm_runs_s"]) for r in rows] == [2, 2]
     assert rows[0]["ratio_to_first"] == 1.0
+    assert rows[0]["warm_to_cold"] == pytest.approx(rows[0]["warm_median_s"] / rows[0]["median_s"])
     assert all(r["cpu_capability"] and r["dtype"] for r in rows)
     with pytest.raises(ValueError, match="names proxy 'elsewhere'"):
         bench_rerank(proxy, tmp_path, methods=["minilm@elsewhere"], n_docs=3, queries=1)
