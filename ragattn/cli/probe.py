@@ -18,6 +18,11 @@ def probe_train(
     per_source: int | None = typer.Option(
         None, min=1, help="Cap on training questions per source (default: the built-in quotas)."
     ),
+    quota: list[str] = typer.Option(
+        [],
+        help="SOURCE=N: take at most N training questions from SOURCE instead of its built-in "
+        "quota (repeatable; compress only), e.g. nq-train=1400 or musique-train=100.",
+    ),
     limit: int | None = typer.Option(
         None,
         min=1,
@@ -57,6 +62,9 @@ def probe_train(
 
     if kind not in ("compress", "rerank", "selection"):
         raise typer.BadParameter(f"--kind must be compress, rerank or selection, got {kind!r}")
+    quotas = _quotas(quota)
+    if quotas and kind != "compress":
+        raise typer.BadParameter("--quota applies to --kind compress only", param_hint="--quota")
     loaded = load_proxy(proxy, threads=threads)
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
     if kind == "selection":
@@ -102,16 +110,34 @@ def probe_train(
         out_dir,
         store=store,
         per_source=per_source,
+        quotas=quotas,
         limit=limit,
         methods=[m.strip() for m in method.split(",") if m.strip()],
         learners=[*LEARNERS, ("trees", 0.0)] if trees else LEARNERS,
         folds=folds,
         command=_command("ragattn probe train", proxy, limit)
+        + "".join(f" --quota {k}={v}" for k, v in quotas.items())
         + (" --trees" if trees else "")
         + (" --read-once" if read_once else ""),
     )
     typer.echo(report)
     typer.echo(f"probes written to {out_dir}", err=True)
+
+
+def _quotas(given: list[str]) -> dict[str, int]:
+    """``SOURCE=N`` options as a mapping; an unknown source or a bad count is a usage error."""
+    from ragattn.lab.probe_training import SOURCES
+
+    quotas: dict[str, int] = {}
+    for item in given:
+        source, sep, count = item.partition("=")
+        if not sep or source not in SOURCES or not count.isdigit() or int(count) < 1:
+            raise typer.BadParameter(
+                f"{item!r}: expected SOURCE=N with N >= 1 and SOURCE one of {', '.join(SOURCES)}",
+                param_hint="--quota",
+            )
+        quotas[source] = int(count)
+    return quotas
 
 
 def _command(base: str, proxy: str, limit: int | None) -> str:

@@ -68,6 +68,7 @@ def fit_all(
     *,
     store: FeatureStore,
     per_source: int | None = None,
+    quotas: Mapping[str, int] | None = None,
     limit: int | None = None,
     methods: Sequence[str] = tuple(METHOD_CONFIGS),
     learners: Sequence[tuple[Learner, float]] = LEARNERS,
@@ -77,8 +78,11 @@ def fit_all(
     """Extract (or read from ``store``) the training features, fit each probe method with the
     learner that CV prefers, write ``<method>.npz`` and the card (``README.md``) to ``out_dir``;
     returns the card text. ``limit`` keeps the first N questions of the interleaved list (a
-    balanced prefix, e.g. the part a slower proxy had time to extract)."""
-    examples = load_training(data_dir, per_source=per_source)[:limit]
+    balanced prefix, e.g. the part a slower proxy had time to extract). ``quotas`` overrides
+    :data:`~ragattn.lab.probe_training.QUOTAS` for the sources it names."""
+    examples = load_training(data_dir, per_source=per_source, quotas={**QUOTAS, **(quotas or {})})[
+        :limit
+    ]
     table, stats = extract(store, examples)
     out_dir.mkdir(parents=True, exist_ok=True)
     dtype = str(proxy.dtype).removeprefix("torch.")
@@ -93,7 +97,7 @@ def fit_all(
         probe = train(table, replace(base, learner=best[0], c=best[1]), dtype=dtype)
         probe.save(out_dir / f"{name}.npz")
         rows.append((name, base, len(probe.names), best, cv))
-    card = _card(proxy, table, stats, rows, learners, per_source, limit, folds, command)
+    card = _card(proxy, table, stats, rows, learners, per_source, quotas, limit, folds, command)
     replace_card_section(
         out_dir / "README.md", f"{CARD_START}\n{card}{CARD_END}", CARD_START, CARD_END, first=True
     )
@@ -107,6 +111,7 @@ def _card(
     rows: list,
     learners: Sequence[tuple[Learner, float]],
     per_source: int | None,
+    quotas: Mapping[str, int] | None,
     limit: int | None,
     folds: int,
     command: str,
@@ -119,6 +124,8 @@ def _card(
         positives[source] += int(table.y[mask].sum())
         sentences[source] += int(mask.sum())
     quota_line = f"at most {per_source} per source" if per_source else "the quotas of `QUOTAS`"
+    if quotas:
+        quota_line += " with " + ", ".join(f"{k} {v}" for k, v in sorted(quotas.items()))
     if limit is not None:
         quota_line += f", the first {limit} questions of the interleaved list"
     spq = stats.seconds_per_question

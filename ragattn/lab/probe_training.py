@@ -39,6 +39,17 @@ SQUAD_EVAL_QUESTIONS = 1000
 """SQuAD's evaluation slice: the first 1,000 answerable questions. Training takes questions only
 from articles after every article that slice touches."""
 
+SOURCES: tuple[str, ...] = (
+    "hotpotqa-train",
+    "2wiki-train",
+    "musique-train",
+    "scifact-train",
+    "nq-train",
+    "squad-train",
+    "squad-unanswerable",
+)
+"""Every training source of :func:`load_training`, in its order; a quota names one of them."""
+
 QUOTAS: Mapping[str, int] = MappingProxyType(
     {
         "hotpotqa-train": 100,
@@ -252,6 +263,8 @@ def load_training(
 
     Sentences are shuffled inside a passage with probability ``shuffle``; passages whose order the
     dataset does not randomise (SciFact, NQ: gold first) are shuffled too."""
+    if unknown := set(quotas) - set(SOURCES):
+        raise ValueError(f"quotas name unknown sources: {sorted(unknown)}")
     squad_answerable, squad_unanswerable = _squad_training(data_dir)
     sources: list[tuple[str, Callable[[], Sequence[ds.QAExample]], bool]] = [
         (
@@ -278,6 +291,7 @@ def load_training(
         ("squad-train", lambda: squad_answerable, False),
         ("squad-unanswerable", lambda: squad_unanswerable, False),
     ]
+    assert tuple(name for name, _, _ in sources) == SOURCES
     per: list[list[LabelledExample]] = []
     for name, load, shuffle_passages in sources:
         quota = quotas.get(name, 0)

@@ -200,3 +200,28 @@ def test_bench_compress_baseline_is_the_fp32_naive_forward_whatever_the_served_d
     assert naive["variant"].startswith("naive") and naive["variant"].endswith("float32")
     assert full["variant"].endswith("bfloat16") and full["vs_naive"] > 0
     assert all(r["dtype"] == "bfloat16" for r in out)  # the runtime of the served rows
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--quota", "bogus-train=3"], "expected SOURCE=N"),
+        (["--quota", "nq-train=many"], "expected SOURCE=N"),
+        (["--quota", "nq-train=0"], "expected SOURCE=N"),
+        (["--kind", "rerank", "--quota", "nq-train=3"], "--kind compress only"),
+    ],
+)
+def test_probe_train_refuses_a_bad_quota_before_loading_anything(
+    args: list[str], message: str
+) -> None:
+    result = runner.invoke(app, ["probe", "train", *args])
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split())
+
+
+def test_load_training_refuses_a_quota_for_an_unknown_source(tmp_path: Path) -> None:
+    from ragattn.lab.probe_training import SOURCES, load_training
+
+    assert "musique-train" in SOURCES
+    with pytest.raises(ValueError, match="unknown sources: \\['nq'\\]"):
+        load_training(tmp_path, quotas={"nq": 10})
