@@ -148,15 +148,24 @@ class DocumentProbe:
         minilm: np.ndarray,
         config: Mapping[str, Any],
     ) -> np.ndarray:
-        """Raw document scores (log-odds units of the pairwise model; higher is better)."""
+        """Raw document scores (log-odds units of the pairwise model; higher is better): the
+        MiniLM base plus the attention correction, both z-scored over these documents."""
+        z = zscore_columns(np.asarray(minilm, dtype=np.float64)[:, None])[:, 0]
+        return self.minilm_weight * z + self.correction(pooled_names, pooled, config)
+
+    def correction(
+        self, pooled_names: Sequence[str], pooled: np.ndarray, config: Mapping[str, Any]
+    ) -> np.ndarray:
+        """The attention term alone (log-odds units), its columns z-scored over the documents of
+        one forward. A list read in several forwards adds each forward's correction to a MiniLM
+        base z-scored over the whole list, so every document's base is on one scale."""
         self.check_features(config)
         index = {n: i for i, n in enumerate(pooled_names)}
         missing = [c for c in self.columns if c not in index]
         if missing:
             raise ConfigError(f"features lack {len(missing)} probe columns, e.g. {missing[0]!r}")
         x = zscore_columns(pooled[:, [index[c] for c in self.columns]])
-        z = zscore_columns(np.asarray(minilm, dtype=np.float64)[:, None])[:, 0]
-        return self.minilm_weight * z + x @ self.weights
+        return np.asarray(x @ self.weights, dtype=np.float64)
 
     def save(self, path: str | Path) -> None:
         np.savez(

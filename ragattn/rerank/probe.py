@@ -3,12 +3,16 @@
 One forward of the proxy reads the documents in the Sentinel layout (documents, question,
 "Answer:") and stops after the probe's deepest layer; every sentence's attention share per head is
 pooled per document (:mod:`ragattn.document_probe`), z-scored within the window, and the
-:class:`~ragattn.document_probe.DocumentProbe` adds its weighted sum to ``a * z(MiniLM)``.
+:class:`~ragattn.document_probe.DocumentProbe` adds its weighted sum to ``a * z(MiniLM)``, where
+MiniLM is z-scored over the whole list.
 
 Order-free by construction: documents are placed in the prompt in a canonical order (by a hash of
-their text), never in input order, and every feature is z-scored within the window, so the same
-documents in any input order give bit-identical scores. Lists longer than ``docs_per_window`` are
-read in windows of that many documents in the same canonical order (reported in ``warnings``).
+their text), never in input order, and every feature is z-scored within its window (MiniLM within
+the list), so the same documents in any input order give bit-identical scores. Lists longer than
+``docs_per_window`` are read in windows of that many documents in the same canonical order
+(reported in ``warnings``); the attention term ranks a document against its window, the MiniLM
+base against the whole list, so a window without a relevant document does not lift its best one to
+the top. The probe was trained on lists of 20, one window, where both scales are the same.
 Documents longer than the probe's ``max_doc_tokens`` proxy tokens are read by their first
 ``max_doc_tokens`` tokens (reported in ``warnings``): the probe was trained on documents of that
 length.
@@ -21,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragattn.document_probe import DocumentProbe, pool_documents
+from ragattn.document_probe import DocumentProbe, pool_documents, zscore_columns
 from ragattn.errors import ModelLoadError
 from ragattn.lexical import sigmoid
 from ragattn.proxy import Proxy
@@ -38,8 +42,9 @@ from ragattn.sentences import split_sentences
 from ragattn.types import Document
 
 SCALE = (
-    "raw_score: the document probe's pairwise log-odds (a x z(MiniLM) + w . z(attention), z-scored "
-    "within the window); relevance_score = sigmoid(raw)"
+    "raw_score: the document probe's pairwise log-odds (a x z(MiniLM) + w . z(attention); MiniLM "
+    "z-scored within the list, attention within its window of documents); "
+    "relevance_score = sigmoid(raw)"
 )
 
 
@@ -99,6 +104,8 @@ class AttentionProbeScorer:
         order = _canonical(docs)
         raw = np.zeros(len(docs))
         minilm = np.asarray(dense_local(query, docs), dtype=np.float64)
+        # one scale for the whole list: a window's best document is not the list's best
+        base = self.probe.minilm_weight * zscore_columns(minilm[:, None])[:, 0]
         windows = [
             order[w : w + self.docs_per_window] for w in range(0, len(order), self.docs_per_window)
         ]
@@ -125,8 +132,8 @@ class AttentionProbeScorer:
             pooled_names, pooled = pool_documents(
                 names, matrix, [u.doc for u in units], widths, len(sub)
             )
-            raw[window] = self.probe.score(
-                pooled_names, pooled, minilm[window], self.feature_config
+            raw[window] = base[window] + self.probe.correction(
+                pooled_names, pooled, self.feature_config
             )
         warnings: list[str] = []
         if cut:

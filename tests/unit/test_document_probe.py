@@ -124,6 +124,30 @@ def test_scores_are_bit_identical_under_every_input_order(scorer: AttentionProbe
     assert np.all((reference.relevance > 0) & (reference.relevance < 1))
 
 
+def test_windows_share_one_minilm_scale(proxy: Any) -> None:
+    """Read in windows of 3, a list of 8 is still ranked on one scale: with the attention weights
+    at zero the score is exactly a * z(MiniLM) over the whole list, so the order is MiniLM's (per
+    window, each window's best document would get a high score whatever the others hold)."""
+    from ragattn.rerank.features import dense_local
+
+    columns = tuple(f"mass:query:L{layer}H0" for layer in range(4))
+    probe = DocumentProbe(
+        columns=columns, weights=np.zeros(len(columns)), minilm_weight=1.5, config=CONFIG
+    )
+    docs = [
+        *DOCS,
+        Document(text="France borders Spain and Italy."),
+        Document(text="The capital of Italy is Rome."),
+        Document(text="Potatoes grow underground."),
+        Document(text="The Seine flows through Paris, the French capital."),
+    ]
+    query = "What is the capital of France?"
+    out = AttentionProbeScorer(proxy, probe, docs_per_window=3).score(query, docs, None)
+    assert out.windows == 3
+    minilm = np.asarray(dense_local(query, docs), dtype=np.float64)
+    np.testing.assert_allclose(out.raw, 1.5 * zscore_columns(minilm[:, None])[:, 0], atol=1e-12)
+
+
 def test_long_documents_are_cut_and_reported(scorer: AttentionProbeScorer) -> None:
     long = Document(text=" ".join(["The river flows north through the old valley."] * 10))
     out = scorer.score("Which way does the river flow?", [long, DOCS[1]], None)
