@@ -104,8 +104,10 @@ class AttentionProbeScorer:
         order = _canonical(docs)
         raw = np.zeros(len(docs))
         minilm = np.asarray(dense_local(query, docs), dtype=np.float64)
-        # one scale for the whole list: a window's best document is not the list's best
-        base = self.probe.minilm_weight * zscore_columns(minilm[:, None])[:, 0]
+        # one scale for the whole list (a window's best document is not the list's best), summed
+        # in the canonical order so that the floating-point result is free of the input order
+        base = np.zeros(len(docs))
+        base[order] = self.probe.minilm_weight * zscore_columns(minilm[order][:, None])[:, 0]
         windows = [
             order[w : w + self.docs_per_window] for w in range(0, len(order), self.docs_per_window)
         ]
