@@ -50,6 +50,7 @@ def main() -> None:
         "--method", default="minilm-hyde,minilm,fused-no-attention,icr,fused,qrhead"
     )
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--proxy", default="smollm2-135m", help="proxy name or path")
     parser.add_argument(
         "--split",
         choices=[*SPLITS, "all"],
@@ -64,11 +65,12 @@ def main() -> None:
     )
     args = parser.parse_args()
     cases = load_cases(args.split)
-    proxy = load_proxy(threads=args.threads)
+    proxy = load_proxy(args.proxy, threads=args.threads)
     n_orders = sum(len(c["distractors"]) + 1 for c in cases)
     print(
         f"split {args.split}: {len(cases)} cases, {n_orders} orders (the relevant document at "
-        f"each position); cpu capability {torch.backends.cpu.get_cpu_capability()}"
+        f"each position); proxy {proxy.name}, cpu capability "
+        f"{torch.backends.cpu.get_cpu_capability()}"
     )
     print(
         "| method | relevant first (trials) | cases right under every order "
