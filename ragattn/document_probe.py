@@ -199,11 +199,15 @@ def score_documents(
     names: Sequence[str],
     matrix: np.ndarray,
     config: Mapping[str, Any],
+    *,
+    minilm: bool = True,
 ) -> np.ndarray:
     """The document probe's raw scores (log-odds units; higher is more relevant), one per
     document, from the sentence features of one forward (``names``/``matrix``/``config`` of
     :class:`~ragattn.compress.features.SentenceFeatures`) plus the MiniLM cosine of each document
-    (title and text) to the query.
+    (title and text) to the query. With ``minilm=False`` only the attention correction
+    (:meth:`DocumentProbe.correction`, same units) is returned, and MiniLM never runs: the
+    document input of a selection fitted on it (``document_score="attention"``).
 
     Raises:
         ConfigError: features the probe was not trained on (:meth:`DocumentProbe.check_features`).
@@ -212,8 +216,10 @@ def score_documents(
     pooled_names, pooled = pool_documents(
         names, matrix, [u.doc for u in units], widths, len(documents)
     )
-    minilm = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
-    return probe.score(pooled_names, pooled, minilm, config)
+    if not minilm:
+        return probe.correction(pooled_names, pooled, config)
+    cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+    return probe.score(pooled_names, pooled, cosines, config)
 
 
 def document_probe_path(models_dir: Path, proxy_slug: str) -> Path:

@@ -47,6 +47,12 @@ def probe_train(
         help="Fit the compress probes on features of passages read once (cached document blocks, "
         "ragattn.blocks) instead of the full prompt.",
     ),
+    document_score: str = typer.Option(
+        "probe",
+        help="selection only: the document input the weighting reads, probe (the document "
+        "probe's score: MiniLM cosine plus attention) or attention (its attention correction "
+        "alone; selection then needs no MiniLM pass).",
+    ),
     kind: str = typer.Option(
         "compress",
         help="compress: the sentence probes of the compress methods; rerank: the document probe "
@@ -56,6 +62,7 @@ def probe_train(
 ) -> None:
     """Extract features on training data (resumable) and fit the sentence or document probes."""
     from ragattn.assets import default_models_dir, proxy_slug
+    from ragattn.compress.selection import DOCUMENT_SCORES
     from ragattn.lab.feature_store import FeatureStore, default_root
     from ragattn.lab.probe_card import LEARNERS, fit_all
     from ragattn.proxy import load_proxy
@@ -65,6 +72,15 @@ def probe_train(
     quotas = _quotas(quota)
     if quotas and kind != "compress":
         raise typer.BadParameter("--quota applies to --kind compress only", param_hint="--quota")
+    if document_score not in DOCUMENT_SCORES:
+        raise typer.BadParameter(
+            f"expected one of {', '.join(DOCUMENT_SCORES)}, got {document_score!r}",
+            param_hint="--document-score",
+        )
+    if document_score != "probe" and kind != "selection":
+        raise typer.BadParameter(
+            "--document-score applies to --kind selection only", param_hint="--document-score"
+        )
     loaded = load_proxy(proxy, threads=threads)
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
     if kind == "selection":
@@ -79,7 +95,9 @@ def probe_train(
             store=selection_store,
             models_dir=models_dir or default_models_dir(),
             limit=limit,
-            command=_command("ragattn probe train --kind selection", proxy, limit),
+            document_score=document_score,  # type: ignore[arg-type]  # checked above
+            command=_command("ragattn probe train --kind selection", proxy, limit)
+            + (f" --document-score {document_score}" if document_score != "probe" else ""),
         )
         typer.echo(card)
         typer.echo(f"document-aware selection written to {out_dir}", err=True)

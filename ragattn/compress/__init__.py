@@ -265,7 +265,9 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         probe = self._document_probe() if weighting else None  # a weighting implies a probe
         if weighting and probe and isinstance(self.scorer, ProbeScorer) and units:
             sentence, feats = self.scorer.score_with_features(query, docs, units)
-            raw = self._document_scores(probe, query, docs, units, feats)
+            raw = self._document_scores(
+                probe, query, docs, units, feats, minilm=weighting.reads_minilm
+            )
             return weighting.weigh(query, docs, units, sentence, raw), feats.chunks
         return self.score_units(query, docs, units)
 
@@ -339,7 +341,12 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             how = "document-probe"
             weighting = self.document_weighting()
             if weighting is not None:
-                scores = weighting.weigh(query, docs, units, scores, raw)
+                weighed = (
+                    raw
+                    if weighting.reads_minilm
+                    else self._document_scores(probe, query, docs, units, feats, minilm=False)
+                )
+                scores = weighting.weigh(query, docs, units, scores, weighed)
         else:
             scores, chunks = self.score_units(query, docs, units)
             raw = np.zeros(len(docs))
@@ -406,10 +413,21 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         docs: Sequence[Document],
         units: Sequence[Unit],
         feats: SentenceFeatures,
+        *,
+        minilm: bool = True,
     ) -> np.ndarray:
-        """The document probe's raw scores from the sentence features of this call's forward."""
+        """The document probe's raw scores from the sentence features of this call's forward
+        (``minilm=False``: its attention correction alone, no MiniLM pass)."""
         return score_documents(
-            probe, self.proxy.tokenizer, query, docs, units, feats.names, feats.matrix, feats.config
+            probe,
+            self.proxy.tokenizer,
+            query,
+            docs,
+            units,
+            feats.names,
+            feats.matrix,
+            feats.config,
+            minilm=minilm,
         )
 
     def _prepare(

@@ -10,7 +10,9 @@ relevance into account at no extra forward:
 
 - ``s``: the sentence probe's log-odds (its keep probability, clipped to ``[1e-6, 1 - 1e-6]``);
 - ``z(d)``: the document probe's score of the sentence's document, z-scored over the call's
-  documents (so neither their number nor their order matters);
+  documents (so neither their number nor their order matters); a weighting fitted with
+  ``document_score="attention"`` reads the probe's attention correction alone, so selection needs
+  no MiniLM pass (:data:`DocumentScore`);
 - ``b``: the document's best sentence log-odds minus the call's best (``<= 0``): how far the
   document's best sentence is from the best sentence anywhere;
 - optionally the two title links of :mod:`ragattn.compress.links` (the query names the document's
@@ -48,6 +50,14 @@ COLUMNS: tuple[str, ...] = ("sentence_logit", "document_z", "best_gap")
 LINKED_COLUMNS: tuple[str, ...] = COLUMNS + LINK_COLUMNS
 """The inputs of a combination that also reads the title links."""
 CLIP = 1e-6
+
+DocumentScore = Literal["probe", "attention"]
+"""The document input ``z(d)`` of a combination: ``probe``, the document probe's score (the MiniLM
+cosine plus the attention correction, :func:`ragattn.document_probe.score_documents`);
+``attention``, the attention correction alone, which needs no MiniLM pass over the passages. A
+weighting records the one it was fitted on (``config["document_score"]``; files written before
+the choice existed read ``probe``)."""
+DOCUMENT_SCORES: tuple[DocumentScore, ...] = ("probe", "attention")
 
 Selection = Literal["documents", "sentences"]
 """``documents``: document-aware keep scores when a call has several documents (the default
@@ -114,6 +124,21 @@ class DocumentWeighting:
                 f"a document weighting needs one weight per column of {COLUMNS} or "
                 f"{LINKED_COLUMNS}; got {len(self.weights)} over {self.columns}"
             )
+        if self.config.get("document_score", "probe") not in DOCUMENT_SCORES:
+            raise ConfigError(
+                f"unknown document_score {self.config['document_score']!r}; valid: "
+                f"{', '.join(DOCUMENT_SCORES)}"
+            )
+
+    @property
+    def document_score(self) -> DocumentScore:
+        """The document input this weighting was fitted on (:data:`DocumentScore`)."""
+        return "attention" if self.config.get("document_score") == "attention" else "probe"
+
+    @property
+    def reads_minilm(self) -> bool:
+        """Whether its document input needs MiniLM's cosine of each passage."""
+        return self.document_score == "probe"
 
     @property
     def uses_links(self) -> bool:
@@ -209,9 +234,11 @@ def load_weighting(models_dir: Path, proxy_slug: str) -> DocumentWeighting:
 
 __all__ = [
     "COLUMNS",
+    "DOCUMENT_SCORES",
     "LINKED_COLUMNS",
     "SELECTIONS",
     "SELECTION_FILE",
+    "DocumentScore",
     "DocumentWeighting",
     "Selection",
     "check_selection",

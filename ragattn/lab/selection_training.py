@@ -38,6 +38,7 @@ from ragattn.compress.selection import (
     COLUMNS,
     LINKED_COLUMNS,
     SELECTION_FILE,
+    DocumentScore,
     DocumentWeighting,
     combination_inputs,
 )
@@ -111,10 +112,12 @@ def scored_questions(
     *,
     quotas: Mapping[str, int] = SELECTION_QUOTAS,
     limit: int | None = None,
+    document_score: DocumentScore = "probe",
     progress: bool = True,
 ) -> Iterator[ScoredQuestion]:
     """Every multi-document training question with a gold sentence, scored from ``store``
-    (features extracted once, then read from disk)."""
+    (features extracted once, then read from disk); ``document_scores`` are the document
+    probe's (``document_score="probe"``) or its attention correction alone (``"attention"``)."""
     examples = [
         ex
         for ex in load_training(data_dir, quotas=quotas)
@@ -135,6 +138,7 @@ def scored_questions(
             feats.names,
             feats.matrix,
             feats.config,
+            minilm=document_score == "probe",
         )
         yield ScoredQuestion(
             example=ex,
@@ -235,12 +239,15 @@ def fit_selection(
     models_dir: Path,
     method: str = "sentinel",
     limit: int | None = None,
+    document_score: DocumentScore = "probe",
     command: str = "ragattn probe train --kind selection",
     progress: bool = True,
 ) -> str:
     """Build the rows (resumable extraction), cross-validate, fit on every question, write
     ``selection.json`` and the card section; returns the card text. ``models_dir`` holds the
-    sentence probe of ``method`` and the document probe that the rows are read with."""
+    sentence probe of ``method`` and the document probe that the rows are read with;
+    ``document_score`` is the document input the weighting is fitted on (and reads at run
+    time, :data:`~ragattn.compress.selection.DocumentScore`)."""
     slug = proxy_slug(proxy)
     sentence_probe = Probe.load(probe_path(models_dir, proxy.name, method))
     document_probe = DocumentProbe.load(document_probe_path(models_dir, slug))
@@ -253,6 +260,7 @@ def fit_selection(
             sentence_probe,
             document_probe,
             limit=limit,
+            document_score=document_score,
             progress=progress,
         ),
     )
@@ -266,6 +274,7 @@ def fit_selection(
         positives[e.source] += int(e.y.sum())
     config: dict[str, Any] = {
         "method": method,
+        "document_score": document_score,
         "budget": BUDGET,
         "C": C,
         "questions": dict(sorted(counts.items())),
@@ -307,10 +316,16 @@ def _card(
         "",
         f"Written by `{command}` on {dt.date.today().isoformat()}.",
         "With several documents, a sentence's keep score is `sigmoid(w . x + bias)` over its "
-        "sentence probe's log-odds, its document's document-probe score (z-scored over the "
-        "call's documents) and its document's best sentence log-odds minus the call's best "
-        "(`ragattn/compress/selection.py`), and optionally the two title links of "
-        "`ragattn/compress/links.py`. One document keeps the sentence probe's score.",
+        "sentence probe's log-odds, its document's "
+        + (
+            "document-probe score (MiniLM cosine plus attention; "
+            if weighting.reads_minilm
+            else "attention correction alone (no MiniLM pass; "
+        )
+        + "z-scored over the call's documents) and its document's best sentence log-odds "
+        "minus the call's best (`ragattn/compress/selection.py`), and optionally the two "
+        "title links of `ragattn/compress/links.py`. One document keeps the sentence probe's "
+        "score.",
         f"Weights: {weights}; bias {weighting.bias:+.3f}; L2 C = {C}.",
         f"Title links: {gain:+.1f} points of CV macro recall (read only at >= "
         f"{100 * LINK_GAIN:.0f}), {verdict}.",

@@ -83,6 +83,37 @@ def test_probe_refuses_features_of_another_configuration() -> None:
         probe.score(("mass:last:L0H0",), pooled, np.zeros(2), ok)
 
 
+def test_attention_only_scores_are_the_correction_and_never_run_minilm(
+    proxy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``minilm=False`` returns the attention correction alone, without embedding a passage;
+    the full score is the correction plus the weighted z-score of MiniLM's cosines."""
+    import ragattn.document_probe as document_probe
+
+    docs = [Document(text="Paris is the capital. It is big."), Document(text="Rome is old.")]
+    units = [
+        Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
+    ]
+    names = ("last:L0H0", "query:L0H0", "last:L1H0", "query:L1H0")
+    matrix = np.random.default_rng(3).normal(size=(len(units), len(names)))
+    widths = np.array([5, 4, 4])
+    pooled_names, pooled = pool_documents(names, matrix, [u.doc for u in units], widths, 2)
+    probe = _probe(tuple(pooled_names[:3]))
+
+    def no_minilm(*_: Any) -> np.ndarray:
+        raise AssertionError("MiniLM ran")
+
+    monkeypatch.setattr(document_probe, "unit_widths", lambda *_: widths)
+    monkeypatch.setattr(document_probe, "dense_scores", no_minilm)
+    only = score_documents(
+        probe, proxy.tokenizer, "q", docs, units, names, matrix, CONFIG, minilm=False
+    )
+    np.testing.assert_allclose(only, probe.correction(pooled_names, pooled, CONFIG))
+    monkeypatch.setattr(document_probe, "dense_scores", lambda *_: np.array([0.9, 0.1]))
+    full = score_documents(probe, proxy.tokenizer, "q", docs, units, names, matrix, CONFIG)
+    np.testing.assert_allclose(full, only + 1.5 * np.array([1.0, -1.0]))
+
+
 def test_probe_file_round_trip(tmp_path: Path) -> None:
     probe = _probe(("mass:query:L0H0", "best:query:L3H8"), seed=4, lists=12)
     probe.save(tmp_path / "p.npz")
@@ -172,6 +203,46 @@ def test_rerank_and_compress_ranks_by_the_document_probe_of_its_own_forward(prox
     assert DOCS[ranked[0].index].text.startswith("Paris")
     for r in ranked:
         assert r.relevance_score == pytest.approx(1 / (1 + np.exp(-r.raw_score)))
+
+
+def test_an_attention_only_selection_runs_no_minilm_and_keeps_the_ranking(
+    proxy: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A selection fitted with ``document_score="attention"`` weighs sentences without MiniLM's
+    pass over the passages; ``rerank_and_compress`` still ranks with the full document probe."""
+    import shutil
+
+    import ragattn.document_probe as document_probe
+    from ragattn import Compressor
+    from ragattn.assets import default_models_dir
+    from ragattn.compress.selection import DocumentWeighting
+
+    models = tmp_path / "models"
+    shutil.copytree(default_models_dir() / "smollm2-135m", models / "smollm2-135m")
+    packaged = DocumentWeighting.load(models / "smollm2-135m" / "selection.json")
+    DocumentWeighting(
+        weights=packaged.weights,
+        bias=packaged.bias,
+        config={**packaged.config, "document_score": "attention"},
+        columns=packaged.columns,
+    ).save(models / "smollm2-135m" / "selection.json")
+    query = "What is the capital of France?"
+    default = Compressor(proxy, cascade=None)
+    attention = Compressor(proxy, models_dir=models, cascade=None)
+    weighting = attention.document_weighting()
+    assert weighting is not None and not weighting.reads_minilm
+    expected, _ = default.rerank_and_compress(query, DOCS, ratio=0.5)
+
+    def no_minilm(*_: Any) -> np.ndarray:
+        raise AssertionError("MiniLM ran")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(document_probe, "dense_scores", no_minilm)
+        out = attention.compress(query, DOCS, ratio=0.5)
+    assert out.documents and out.compressed_tokens < out.origin_tokens
+    ranked, _ = attention.rerank_and_compress(query, DOCS, ratio=0.5)
+    assert [r.index for r in ranked] == [r.index for r in expected]
+    np.testing.assert_allclose([r.raw_score for r in ranked], [r.raw_score for r in expected])
 
 
 @pytest.mark.gemma

@@ -100,3 +100,19 @@ def test_recall_at_budget_keeps_units_as_the_compressor_does() -> None:
     # limit 0.9 * 15 = 13: units 0 and 2 (11), then unit 3 (2); unit 1 no room.
     assert recall_at_budget(scores, y, widths, budget=0.9) == 0.5
     assert recall_at_budget(scores, y, widths, budget=1.0) == 1.0
+
+
+def test_the_document_input_is_recorded_and_checked(tmp_path: Path) -> None:
+    """A weighting reads the input it was fitted on; files from before the choice read ``probe``."""
+    assert WEIGHTING.document_score == "probe" and WEIGHTING.reads_minilm
+    attention = DocumentWeighting(
+        weights=(1.0, 1.5, 0.5),
+        bias=-0.2,
+        config={"method": "sentinel", "document_score": "attention"},
+    )
+    assert attention.document_score == "attention" and not attention.reads_minilm
+    path = tmp_path / "selection.json"
+    attention.save(path)
+    assert DocumentWeighting.load(path).document_score == "attention"
+    with pytest.raises(ConfigError, match="probe, attention"):
+        DocumentWeighting(weights=(1.0, 1.5, 0.5), bias=0.0, config={"document_score": "bm25"})

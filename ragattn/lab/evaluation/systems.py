@@ -165,6 +165,7 @@ class DocumentAwareSystem:
             feats.names,
             feats.matrix,
             feats.config,
+            minilm=self.weighting.reads_minilm,
         )
         combined = self.weighting.weigh(question, docs, units, probability, raw)
         return _unflatten(combined, passages)
