@@ -321,7 +321,8 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         (a probe method reading attention), a document's score is the document probe's, read from
         the same forward: ``raw_score`` in its log-odds units, ``relevance_score`` its sigmoid
         (results' ``method`` ends in ``:document-probe``); with ``selection="documents"`` the
-        sentences' keep scores weigh that score (:mod:`ragattn.compress.selection`). Otherwise a
+        sentences' keep scores weigh that score, or its attention correction alone for a
+        weighting fitted on it (:mod:`ragattn.compress.selection`). Otherwise a
         document's score is its best sentence's keep score (raw and ``relevance_score`` alike, in
         [0, 1]; ``:max-sentence``). The best ``top_n`` documents (default: all) are then
         compressed under the budget, in rank order; ``CompressedDocument.index`` and
