@@ -19,6 +19,7 @@ from types import MappingProxyType
 
 from ragattn.lab.feature_store import FeatureStore
 from ragattn.lab.probe_training import (
+    MUSIQUE_RULE,
     QUOTAS,
     ExtractionStats,
     FeatureTable,
@@ -152,7 +153,8 @@ def _card(
         *[f"| {s} | {counts[s]} | {sentences[s]} | {positives[s]} |" for s in sorted(counts)],
         f"| **all** | **{len(table.sources)}** | **{len(table.y)}** | **{int(table.y.sum())}** |",
         "",
-        f"Quotas: {dict(QUOTAS)}. MuSiQue labels paragraphs only and gives no sentence example.",
+        f"Quotas read: {dict(QUOTAS) | dict(quotas or {})}."
+        + (f" MuSiQue sentence labels: {MUSIQUE_RULE}" if counts.get("musique-train") else ""),
         f"Feature extraction this run: {stats.computed} of {stats.examples} questions computed"
         + (f", {spq:.2f} s per question" if spq else " (all read from the feature store)")
         + ".",
