@@ -399,6 +399,25 @@ def bench_compress(
             "runs_s": timing.seconds,
         }
     )
+    # Issue 28's joint call: both answers from one forward, against the rerank default and the
+    # compress default called one after the other; cold, as the compress rows above.
+    reranker_default = Reranker(proxy)
+
+    def joint() -> object:
+        embedder.clear_cache()
+        return default.rerank_and_compress(query, docs, ratio=0.2)
+
+    def separate() -> object:
+        embedder.clear_cache()
+        ranked = reranker_default.rerank(query, docs)
+        return default.compress(query, [r.document for r in ranked], ratio=0.2)
+
+    for name, call in (
+        (f"rerank_and_compress, {default.method} (default), one forward", joint),
+        (f"rerank ({reranker_default.method}) then compress ({default.method})", separate),
+    ):
+        timing = time_runs(name, call, runs)
+        rows.append({"variant": name, "median_s": timing.median, "runs_s": timing.seconds})
     if not passes:
         return _with_context(rows, proxy, docs)
     comp = Compressor(proxy, method="fused")
