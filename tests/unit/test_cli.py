@@ -202,6 +202,32 @@ def test_bench_compress_baseline_is_the_fp32_naive_forward_whatever_the_served_d
     assert all(r["dtype"] == "bfloat16" for r in out)  # the runtime of the served rows
 
 
+def test_bench_compress_times_the_joint_call_beside_the_two_calls(
+    tmp_path: Path, proxy: Any
+) -> None:
+    """Issue 28's cost target: one forward for both answers, against the rerank default then the
+    compress default, in the same run as the compressor alone."""
+    from ragattn.lab.bench import bench_compress
+
+    rows = [
+        {
+            "question": f"Who founded company {n}?",
+            "context": [
+                [f"Company {n}", [f"Company {n} was founded by person {n}.", "It makes tools."]],
+                [f"Town {n}", [f"Town {n} lies on river {n}.", f"It has {n} bridges."]],
+            ],
+        }
+        for n in range(2)
+    ]
+    (tmp_path / "hotpot_dev_distractor_v1.shared.json").write_text(json.dumps(rows))
+    out = bench_compress(proxy, tmp_path, tokens=20, runs=1, methods=["sentinel"], passes=False)
+    names = [r["variant"] for r in out]
+    assert "compress, sentinel, selection=sentences" in names
+    assert "rerank_and_compress, sentinel (default), one forward" in names
+    assert "rerank (minilm) then compress (sentinel)" in names
+    assert all(r["median_s"] > 0 and r["documents"] >= 2 for r in out)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -209,6 +235,8 @@ def test_bench_compress_baseline_is_the_fp32_naive_forward_whatever_the_served_d
         (["--quota", "nq-train=many"], "expected SOURCE=N"),
         (["--quota", "nq-train=0"], "expected SOURCE=N"),
         (["--kind", "rerank", "--quota", "nq-train=3"], "--kind compress only"),
+        (["--kind", "selection", "--document-score", "bm25"], "expected one of probe, attention"),
+        (["--document-score", "attention"], "--kind selection only"),
     ],
 )
 def test_probe_train_refuses_a_bad_quota_before_loading_anything(
