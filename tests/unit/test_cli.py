@@ -236,7 +236,7 @@ def test_bench_compress_times_the_joint_call_beside_the_two_calls(
         (["--quota", "nq-train=0"], "expected SOURCE=N"),
         (["--kind", "rerank", "--quota", "nq-train=3"], "--kind compress only"),
         (["--kind", "selection", "--document-score", "bm25"], "expected one of probe, attention"),
-        (["--document-score", "attention"], "--kind selection only"),
+        (["--document-score", "attention"], "selection only"),
     ],
 )
 def test_probe_train_refuses_a_bad_quota_before_loading_anything(
