@@ -236,8 +236,8 @@ def resolve_dtype(
 
     - a CUDA device with native bf16 (compute capability 8.0 and later): bf16;
     - a CPU with native bf16 (AVX-512 BF16 or AMX-BF16, :func:`native_cpu_bf16`): bf16, about
-      1.5x faster than fp32, and the packaged probes, fitted in fp32, keep the same sentences on
-      its features (BENCHMARKS.md §3; :func:`probe_accepts_dtype`);
+      1.5x faster than fp32; probes read features of either float dtype (BENCHMARKS.md §3;
+      :func:`probe_accepts_dtype`);
     - a CPU without it (AVX2, AVX-512 without BF16): fp32, since bf16 would be emulated there,
       about 4x slower;
     - MPS and older GPUs: fp32 (MPS bf16 support depends on the macOS version).
@@ -313,8 +313,9 @@ def probe_accepts_dtype(fitted: str | None, computed: str | None) -> bool:
     float32-fitted default probe keeps exactly the same sentences on bf16 features (kept@20 %
     1.00 on the 2,152-token benchmark context, the same recall on 20 HotpotQA and 40 SQuAD
     questions); ``tests/unit/test_bf16.py`` holds the agreement to named tolerances and
-    ``studies/bf16_agreement.py`` measures it per question. So the packaged probes, fitted in
-    fp32, serve a proxy that ``dtype="auto"`` puts in bf16. int8 dynamic quantisation changes
+    ``studies/bf16_agreement.py`` measures it per question. So a probe fitted on either dtype
+    serves a proxy in the other (the packaged sentence probes were fitted on bf16 features, the
+    document probe on fp32 ones). int8 dynamic quantisation changes
     the selection (kept@20 % 0.69, SQuAD recall 0.913 -> 0.763), so int8 features only match an
     int8 probe. A probe that recorded no dtype accepts any. Rows and layers are the probes' own
     checks.

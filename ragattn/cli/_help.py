@@ -11,6 +11,11 @@ from typing import Any, Literal
 
 from typer.core import TyperCommand
 
+DTYPE_HELP = (
+    "Weights dtype: auto (bf16 where native: CUDA with compute capability 8.0+, a CPU with "
+    "AVX-512 BF16 or AMX; else fp32), float32 or bfloat16."
+)
+
 Kind = Literal["rerank", "compress"]
 
 

@@ -8,13 +8,11 @@ from pathlib import Path
 
 import typer
 
+from ragattn.cli._help import DTYPE_HELP
+
 bench_app = typer.Typer(help="Benchmarks, reported as same-run ratios against a naive baseline.")
 
 DEVICE_HELP = "Device: auto (CUDA, then MPS, then CPU), cpu, cuda, cuda:N or mps."
-DTYPE_HELP = (
-    "Weights dtype: auto (bf16 where native: CUDA with compute capability 8.0+, a CPU with "
-    "AVX-512 BF16 or AMX; else fp32), float32 or bfloat16."
-)
 
 
 @bench_app.command("attention")

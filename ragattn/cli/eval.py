@@ -10,7 +10,7 @@ from typing import Any
 
 import typer
 
-from ragattn.cli._help import listing_methods
+from ragattn.cli._help import DTYPE_HELP, listing_methods
 
 eval_app = typer.Typer(
     help="Evaluate reranking (nDCG@10) and compression (supporting-fact recall)."
@@ -178,6 +178,7 @@ def eval_compress(
     cascade_min_tokens: int = typer.Option(
         1024, help="The cascades cut contexts of at least this many proxy tokens."
     ),
+    dtype: str = typer.Option("auto", help=DTYPE_HELP),
 ) -> None:
     """Supporting-fact recall at each budget, R-precision, answer retention, achieved ratio."""
     from ragattn.lab.evaluation import baselines, datasets, harness
@@ -202,7 +203,7 @@ def eval_compress(
     examples = list(loaders[dataset]())[offset:]
     if not examples:
         raise typer.BadParameter(f"--offset {offset} skips every question of {path}")
-    loaded = load_proxy(proxy, threads=threads)
+    loaded = load_proxy(proxy, threads=threads, dtype=dtype)
     store = None
     if features_cache is not None:
         from ragattn.lab.feature_store import FeatureStore

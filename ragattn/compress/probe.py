@@ -162,8 +162,8 @@ class Probe:
         layers hold the probe's layers (early exit leaves those columns unchanged); the probe then
         reads its own columns by name. The weights' dtype follows
         :func:`ragattn.proxy.probe_accepts_dtype`: float32 and bfloat16 features are
-        interchangeable (a probe fitted in fp32 reads a bf16 proxy's features, which agree with
-        fp32's within a tested tolerance), int8 features only match an int8 probe.
+        interchangeable either way (a probe fitted on one reads the other's features, which agree
+        within a tested tolerance), int8 features only match an int8 probe.
 
         Raises:
             ConfigError: rows, layers or dtype that do not hold the probe's features.

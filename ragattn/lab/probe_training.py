@@ -2,8 +2,7 @@
 
 Sources (all in the shared data folder; evaluation questions never reach training):
 - HotpotQA train sample (supporting-fact sentences),
-- MuSiQue train sample (paragraph labels only; sentences are labelled by :data:`MUSIQUE_RULE`,
-  used by the document-aware selection, not by the default quotas of the sentence probes),
+- MuSiQue train sample (paragraph labels only; sentences are labelled by :data:`MUSIQUE_RULE`),
 - SciFact train rationales (evidence sentences),
 - SQuAD v2 answerable questions from the articles after the evaluation slice (answer sentence),
 - 2WikiMultihopQA questions from index ``TWOWIKI_TRAIN_FROM`` on (the first 200 are evaluation).
@@ -54,10 +53,11 @@ QUOTAS: Mapping[str, int] = MappingProxyType(
     {
         "hotpotqa-train": 100,
         "2wiki-train": 200,
-        "scifact-train": 450,
+        "scifact-train": 600,
         "nq-train": 650,
         "squad-train": 600,
         "squad-unanswerable": 250,
+        "musique-train": 100,
     }
 )
 """Training questions per source (at most; a source with fewer gives what it has)."""

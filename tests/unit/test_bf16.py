@@ -140,17 +140,19 @@ def test_fp32_probes_accept_bf16_features_and_refuse_int8_and_fewer_layers(
     models = default_models_dir()
     sentinel = Probe.load(probe_path(models, bf16_proxy, "sentinel"))
     document = load_document_probe(models, "smollm2-135m")
-    assert sentinel.config["dtype"] == document.config["dtype"] == "float32"
+    # the sentence probes were fitted on bf16 features, the document probe on fp32 ones
+    assert sentinel.config["dtype"] == "bfloat16" and document.config["dtype"] == "float32"
     rows = sentinel.config["rows"]
     bf16 = attention_config(bf16_proxy, rows=rows, layers=None)
     assert bf16["dtype"] == "bfloat16"
     sentinel.check_features(bf16)
+    sentinel.check_features({**bf16, "dtype": "float32"})  # what an AVX2 CPU serves
     doc_bf16 = attention_config(bf16_proxy, rows=probe_rows(document), layers=document.layers)
     document.check_features(doc_bf16)
 
     int8 = attention_config(replace(bf16_proxy, quantize="int8"), rows=rows, layers=None)
     assert int8["dtype"] == "int8"
-    refused = "trained on attention features with dtype='float32', but these were computed with"
+    refused = "trained on attention features with dtype='bfloat16', but these were computed with"
     with pytest.raises(ConfigError, match=re.escape(f"{refused} dtype='int8'")):
         sentinel.check_features(int8)
     with pytest.raises(ConfigError, match=re.escape("computed with dtype='int8'")):
