@@ -172,6 +172,21 @@ def test_bench_rerank_times_a_method_on_a_second_proxy_in_the_same_run(
         bench_rerank(proxy, tmp_path, methods=["minilm@elsewhere"], n_docs=3, queries=1)
 
 
+def _tiny_hotpot(folder: Path, questions: int) -> None:
+    """A HotpotQA-shaped file of ``questions`` two-paragraph contexts, for the compress benches."""
+    rows = [
+        {
+            "question": f"Who founded company {n}?",
+            "context": [
+                [f"Company {n}", [f"Company {n} was founded by person {n}.", "It makes tools."]],
+                [f"Town {n}", [f"Town {n} lies on river {n}.", f"It has {n} bridges."]],
+            ],
+        }
+        for n in range(questions)
+    ]
+    (folder / "hotpot_dev_distractor_v1.shared.json").write_text(json.dumps(rows))
+
+
 def test_bench_compress_baseline_is_the_fp32_naive_forward_whatever_the_served_dtype(
     tmp_path: Path, proxy: Any
 ) -> None:
@@ -181,17 +196,7 @@ def test_bench_compress_baseline_is_the_fp32_naive_forward_whatever_the_served_d
 
     from ragattn.lab.bench import bench_read_once, in_dtype
 
-    rows = [
-        {
-            "question": f"Who founded company {n}?",
-            "context": [
-                [f"Company {n}", [f"Company {n} was founded by person {n}.", "It makes tools."]],
-                [f"Town {n}", [f"Town {n} lies on river {n}.", f"It has {n} bridges."]],
-            ],
-        }
-        for n in range(4)
-    ]
-    (tmp_path / "hotpot_dev_distractor_v1.shared.json").write_text(json.dumps(rows))
+    _tiny_hotpot(tmp_path, 4)
     half = in_dtype(proxy, torch.bfloat16)
     assert half.dtype == torch.bfloat16 and next(half.model.parameters()).dtype == torch.bfloat16
     assert next(proxy.model.parameters()).dtype == torch.float32  # a copy, the fixture untouched
@@ -209,17 +214,7 @@ def test_bench_compress_times_the_joint_call_beside_the_two_calls(
     compress default, in the same run as the compressor alone."""
     from ragattn.lab.bench import bench_compress
 
-    rows = [
-        {
-            "question": f"Who founded company {n}?",
-            "context": [
-                [f"Company {n}", [f"Company {n} was founded by person {n}.", "It makes tools."]],
-                [f"Town {n}", [f"Town {n} lies on river {n}.", f"It has {n} bridges."]],
-            ],
-        }
-        for n in range(2)
-    ]
-    (tmp_path / "hotpot_dev_distractor_v1.shared.json").write_text(json.dumps(rows))
+    _tiny_hotpot(tmp_path, 2)
     out = bench_compress(proxy, tmp_path, tokens=20, runs=1, methods=["sentinel"], passes=False)
     names = [r["variant"] for r in out]
     assert "compress, sentinel, selection=sentences" in names
