@@ -11,7 +11,12 @@ MiniLM in fp32 and in a bf16 copy of the same weights, with the LRU off, and rep
 - the largest cosine difference between the two, and the share of top-10 lists that agree;
 - nDCG@10 of ranking by each (pytrec_eval, trec_eval semantics), top-20 and top-100.
 
+``--set scifact`` runs the same over SciFact's test claims with the harness's BM25 top-100 over
+title + abstract (``ragattn eval rerank --beir``'s first stage), each passage read as
+``title text`` as the `minilm` reranker reads it.
+
     python studies/minilm_bf16.py --threads 2
+    python studies/minilm_bf16.py --threads 2 --set scifact
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import numpy as np
 import torch
 
 from ragattn.embed import Embedder
-from ragattn.lab.evaluation.datasets import load_dl19
+from ragattn.lab.evaluation.datasets import bm25_candidates, load_beir, load_dl19
 from ragattn.lab.evaluation.metrics import ndcg_at_10
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -40,7 +45,7 @@ def _cosines(embedder: Embedder, query: str, texts: list[str]) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--data", type=Path, default=DATA / "trec-dl-2019")
+    parser.add_argument("--set", choices=("dl19", "scifact"), default="dl19")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(f"CPU capability {torch.backends.cpu.get_cpu_capability()}, {args.threads} threads")
@@ -48,12 +53,17 @@ def main() -> None:
     bf16 = Embedder(cache_size=0)
     bf16._model = copy.deepcopy(fp32._model).to(torch.bfloat16)
     encoders = {"float32": fp32, "bfloat16": bf16}
-    data = load_dl19(args.data, top_k=100)
+    if args.set == "dl19":
+        dl19 = load_dl19(DATA / "trec-dl-2019", top_k=100)
+        queries, qrels = dl19.queries, dl19.qrels
+    else:
+        beir = load_beir(DATA / "scifact", split="test")
+        queries, qrels = bm25_candidates(beir.corpus, beir.queries, k=100), beir.qrels
     seconds: dict[str, list[float]] = {name: [] for name in encoders}
     runs: dict[tuple[str, int], dict[str, dict[str, float]]] = {}
     worst, same_top10, lists = 0.0, 0, 0
-    for n, q in enumerate(data.queries):
-        texts = [c.text for c in q.candidates]
+    for n, q in enumerate(queries):
+        texts = [f"{c.title or ''} {c.text}".strip() for c in q.candidates]
         scores = {}
         order = list(encoders) if n % 2 == 0 else list(reversed(encoders))
         for name in order:
@@ -72,7 +82,7 @@ def main() -> None:
                     for c, s in zip(q.candidates[:k], scores[name][:k], strict=True)
                 }
     print(
-        f"{len(data.queries)} queries; largest cosine difference {worst:.4f}; "
+        f"{len(queries)} queries; largest cosine difference {worst:.4f}; "
         f"top-10 identical in {same_top10} of {lists} lists"
     )
     print(
@@ -80,8 +90,8 @@ def main() -> None:
     )
     print("|---|---|---|---|")
     for name in encoders:
-        top20, _ = ndcg_at_10(runs[(name, 20)], data.qrels)
-        top100, _ = ndcg_at_10(runs[(name, 100)], data.qrels)
+        top20, _ = ndcg_at_10(runs[(name, 20)], qrels)
+        top100, _ = ndcg_at_10(runs[(name, 100)], qrels)
         print(f"| {name} | {statistics.median(seconds[name]):.3f} | {top20:.4f} | {top100:.4f} |")
 
 
