@@ -62,7 +62,8 @@ def probe_train(
 ) -> None:
     """Extract features on training data (resumable) and fit the sentence or document probes."""
     from ragattn.assets import default_models_dir, proxy_slug
-    from ragattn.compress.selection import DOCUMENT_SCORES
+    from ragattn.compress.selection import check_document_score
+    from ragattn.errors import ConfigError
     from ragattn.lab.feature_store import FeatureStore, default_root
     from ragattn.lab.probe_card import LEARNERS, fit_all
     from ragattn.proxy import load_proxy
@@ -72,12 +73,11 @@ def probe_train(
     quotas = _quotas(quota)
     if quotas and kind != "compress":
         raise typer.BadParameter("--quota applies to --kind compress only", param_hint="--quota")
-    if document_score not in DOCUMENT_SCORES:
-        raise typer.BadParameter(
-            f"expected one of {', '.join(DOCUMENT_SCORES)}, got {document_score!r}",
-            param_hint="--document-score",
-        )
-    if document_score != "probe" and kind != "selection":
+    try:
+        document_input = check_document_score(document_score)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--document-score") from exc
+    if document_input != "probe" and kind != "selection":
         raise typer.BadParameter(
             "--document-score applies to --kind selection only", param_hint="--document-score"
         )
@@ -95,7 +95,7 @@ def probe_train(
             store=selection_store,
             models_dir=models_dir or default_models_dir(),
             limit=limit,
-            document_score=document_score,  # type: ignore[arg-type]  # checked above
+            document_score=document_input,
             command=_command("ragattn probe train --kind selection", proxy, limit)
             + (f" --document-score {document_score}" if document_score != "probe" else ""),
         )

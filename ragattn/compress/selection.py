@@ -66,6 +66,17 @@ behaviour before document-aware selection, and always the behaviour for one docu
 SELECTIONS: tuple[Selection, ...] = ("documents", "sentences")
 
 
+def check_document_score(value: str) -> DocumentScore:
+    """``value`` as a :data:`DocumentScore`.
+
+    Raises:
+        ConfigError: any other value (the message lists the valid ones).
+    """
+    if value not in DOCUMENT_SCORES:
+        raise ConfigError(f"unknown document_score {value!r}; valid: {', '.join(DOCUMENT_SCORES)}")
+    return value  # type: ignore[return-value]
+
+
 def check_selection(value: str) -> Selection:
     """``value`` as a :data:`Selection`.
 
@@ -124,16 +135,12 @@ class DocumentWeighting:
                 f"a document weighting needs one weight per column of {COLUMNS} or "
                 f"{LINKED_COLUMNS}; got {len(self.weights)} over {self.columns}"
             )
-        if self.config.get("document_score", "probe") not in DOCUMENT_SCORES:
-            raise ConfigError(
-                f"unknown document_score {self.config['document_score']!r}; valid: "
-                f"{', '.join(DOCUMENT_SCORES)}"
-            )
+        self.document_score  # noqa: B018  # refuses an unknown input at construction
 
     @property
     def document_score(self) -> DocumentScore:
         """The document input this weighting was fitted on (:data:`DocumentScore`)."""
-        return "attention" if self.config.get("document_score") == "attention" else "probe"
+        return check_document_score(str(self.config.get("document_score", "probe")))
 
     @property
     def reads_minilm(self) -> bool:
@@ -241,6 +248,7 @@ __all__ = [
     "DocumentScore",
     "DocumentWeighting",
     "Selection",
+    "check_document_score",
     "check_selection",
     "combination_inputs",
     "load_weighting",

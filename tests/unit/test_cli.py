@@ -230,7 +230,7 @@ def test_bench_compress_times_the_joint_call_beside_the_two_calls(
         (["--quota", "nq-train=many"], "expected SOURCE=N"),
         (["--quota", "nq-train=0"], "expected SOURCE=N"),
         (["--kind", "rerank", "--quota", "nq-train=3"], "--kind compress only"),
-        (["--kind", "selection", "--document-score", "bm25"], "expected one of probe, attention"),
+        (["--kind", "selection", "--document-score", "bm25"], "unknown document_score 'bm25'"),
         (["--document-score", "attention"], "selection only"),
     ],
 )
