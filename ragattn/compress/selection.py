@@ -66,15 +66,19 @@ behaviour before document-aware selection, and always the behaviour for one docu
 SELECTIONS: tuple[Selection, ...] = ("documents", "sentences")
 
 
+def _one_of(value: str, valid: tuple[str, ...], name: str) -> str:
+    if value not in valid:
+        raise ConfigError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
+    return value
+
+
 def check_document_score(value: str) -> DocumentScore:
     """``value`` as a :data:`DocumentScore`.
 
     Raises:
         ConfigError: any other value (the message lists the valid ones).
     """
-    if value not in DOCUMENT_SCORES:
-        raise ConfigError(f"unknown document_score {value!r}; valid: {', '.join(DOCUMENT_SCORES)}")
-    return value  # type: ignore[return-value]
+    return _one_of(value, DOCUMENT_SCORES, "document_score")  # type: ignore[return-value]
 
 
 def check_selection(value: str) -> Selection:
@@ -83,9 +87,7 @@ def check_selection(value: str) -> Selection:
     Raises:
         ConfigError: any other value (the message lists the valid ones).
     """
-    if value not in SELECTIONS:
-        raise ConfigError(f"unknown selection {value!r}; valid: {', '.join(SELECTIONS)}")
-    return value  # type: ignore[return-value]
+    return _one_of(value, SELECTIONS, "selection")  # type: ignore[return-value]
 
 
 def logit(probabilities: np.ndarray) -> np.ndarray:
