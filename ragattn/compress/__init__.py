@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,14 @@ from ragattn.compress.selection import (
     selection_path,
 )
 from ragattn.contract import CompressVerbs, VerbArgs
-from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
+from ragattn.document_probe import (
+    DocumentProbe,
+    document_probe_path,
+    score_documents,
+    zscore_columns,
+)
 from ragattn.errors import InvalidInputError, ModelLoadError
-from ragattn.lexical import bm25_scores, sigmoid
+from ragattn.lexical import bm25_scores, dense_scores, sigmoid
 from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
 from ragattn.sentences import split_sentences
@@ -241,35 +246,106 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         document-aware when a weighting applies, 0 for a sentence the cascade dropped; with the
         number of proxy chunks read and the notes the result's warnings carry (what the cascade
         cut)."""
-        read = self._cascade_cut(query, docs, units, budget)
-        if read is None:
-            scores, chunks = self._selection_scores(query, docs, units)
-            return scores, chunks, ()
-        read_docs, read_units = _reduced(docs, units, read)
-        read_scores, chunks = self._selection_scores(query, read_docs, read_units)
-        scores = np.zeros(len(units))
-        scores[read] = read_scores
-        assert self.cascade is not None  # a cut implies a cascade
-        note = (
-            f"the cascade ({self.cascade.name}) let attention read {len(read)} of "
-            f"{len(units)} sentences; the {len(units) - len(read)} it dropped score 0"
-        )
-        return scores, chunks, (note,)
+        read = self._read(query, docs, units, budget)
+        return read.scores, read.chunks, read.notes
+
+    def _read(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        budget: Budget,
+        *,
+        rank: bool = False,
+    ) -> _Read:
+        """The one read of a call: the cascade's cut, then the proxy forward over what it kept,
+        giving the sentences' keep scores (as :meth:`context_scores` documents them) and, with
+        ``rank=True``, the documents' raw scores from the same forward (:meth:`_ranking`)."""
+        cut = self._cascade_cut(query, docs, units, budget)
+        if cut is None:
+            read_docs, read_units, doc_map = list(docs), list(units), list(range(len(docs)))
+        else:
+            read_docs, read_units = _reduced(docs, units, cut)
+            doc_map = sorted({units[i].doc for i in cut})
+        scores, chunks, feats = self._selection_scores(query, read_docs, read_units, rank=rank)
+        if cut is not None:
+            full = np.zeros(len(units))
+            full[cut] = scores
+            scores = full
+        notes: tuple[str, ...] = ()
+        if cut is not None:
+            assert self.cascade is not None  # a cut implies a cascade
+            notes = (
+                f"the cascade ({self.cascade.name}) let attention read {len(cut)} of "
+                f"{len(units)} sentences; the {len(units) - len(cut)} it dropped score 0",
+            )
+        ranking = None
+        if rank:
+            ranking = self._ranking(
+                query, docs, units, scores, feats, (read_docs, read_units, doc_map)
+            )
+        return _Read(scores=scores, chunks=chunks, notes=notes, ranking=ranking)
+
+    def _ranking(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        scores: np.ndarray,
+        feats: _Features | None,
+        read: tuple[Sequence[Document], Sequence[Unit], Sequence[int]],
+    ) -> _Ranking:
+        """The documents' scores from the read's forward.
+
+        With the document probe (``feats`` given): its raw score, ``minilm_weight * z(MiniLM
+        cosine)`` over every document plus the attention correction of the documents attention
+        read (``read``: the context the cascade kept, and each read document's input position); a
+        document the cascade dropped whole gets the correction's mean, 0, so it is ranked by
+        MiniLM alone. Without it, a document's best sentence keep score."""
+        if feats is None:
+            best = np.zeros(len(docs))
+            for unit, score in zip(units, scores, strict=True):
+                best[unit.doc] = max(best[unit.doc], float(score))
+            return _Ranking(raw=best, relevance=best, how="max-sentence")
+        read_docs, read_units, doc_map = read
+        probe = self._document_probe()
+        assert probe is not None  # features are kept only where the probe reads them
+        if feats.raw is not None and len(doc_map) == len(docs) and len(read_units) == len(units):
+            raw = feats.raw  # the whole context was read: the weighting's own scores
+        else:
+            correction = np.zeros(len(docs))
+            correction[list(doc_map)] = self._document_scores(
+                probe, query, read_docs, read_units, feats.features, minilm=False
+            )
+            cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in docs])
+            base = zscore_columns(np.asarray(cosines, dtype=np.float64)[:, None])[:, 0]
+            raw = probe.minilm_weight * base + correction
+        return _Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
 
     def _selection_scores(
-        self, query: str, docs: Sequence[Document], units: Sequence[Unit]
-    ) -> tuple[np.ndarray, int]:
-        """Keep scores in [0, 1] for ``units`` (document-aware when a weighting applies) and the
-        number of proxy chunks read."""
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        *,
+        rank: bool = False,
+    ) -> tuple[np.ndarray, int, _Features | None]:
+        """Keep scores in [0, 1] for ``units`` (document-aware when a weighting applies), the
+        number of proxy chunks read, and the forward's features with the document probe's raw
+        scores where they were computed (a weighting applies, or ``rank`` asks for them and the
+        method's features feed the document probe)."""
         weighting = self.document_weighting() if len(docs) > 1 else None
-        probe = self._document_probe() if weighting else None  # a weighting implies a probe
-        if weighting and probe and isinstance(self.scorer, ProbeScorer) and units:
-            sentence, feats = self.scorer.score_with_features(query, docs, units)
-            raw = self._document_scores(
-                probe, query, docs, units, feats, minilm=weighting.reads_minilm
-            )
-            return weighting.weigh(query, docs, units, sentence, raw), feats.chunks
-        return self.score_units(query, docs, units)
+        probe = self._document_probe() if (weighting or rank) else None
+        if probe is None or not isinstance(self.scorer, ProbeScorer) or not units:
+            scores, chunks = self.score_units(query, docs, units)
+            return scores, chunks, None
+        sentence, feats = self.scorer.score_with_features(query, docs, units)
+        minilm = weighting.reads_minilm if weighting else True
+        raw = self._document_scores(probe, query, docs, units, feats, minilm=minilm)
+        if weighting is None:
+            return sentence, feats.chunks, _Features(feats, raw if minilm else None)
+        scores = weighting.weigh(query, docs, units, sentence, raw)
+        return scores, feats.chunks, _Features(feats, raw if minilm else None)
 
     def _cascade_cut(
         self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
@@ -314,17 +390,18 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
     def _rerank_compress(
         self, query: str, documents: Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> tuple[RerankResults, CompressionResult]:
-        """:meth:`rerank_and_compress`: rerank and compress from one scoring pass (Provence-style).
+        """:meth:`rerank_and_compress`: rank and compress from one read (Provence-style).
 
-        Every sentence is scored once. When the proxy has a document probe
-        (:mod:`ragattn.document_probe`, ``rerank-probe.npz``) and the method's features feed it
-        (a probe method reading attention), a document's score is the document probe's, read from
-        the same forward: ``raw_score`` in its log-odds units, ``relevance_score`` its sigmoid
-        (results' ``method`` ends in ``:document-probe``); with ``selection="documents"`` the
-        sentences' keep scores weigh that score, or its attention correction alone for a
-        weighting fitted on it (:mod:`ragattn.compress.selection`). Otherwise a
-        document's score is its best sentence's keep score (raw and ``relevance_score`` alike, in
-        [0, 1]; ``:max-sentence``). The best ``top_n`` documents (default: all) are then
+        The read is :meth:`compress`'s own (the cascade's cut, then one forward, the
+        document-aware selection), so with ``top_n`` left at None the kept sentences are those
+        :meth:`compress` keeps, the context arranged best document first. When the proxy has a
+        document probe (:mod:`ragattn.document_probe`, ``rerank-probe.npz``) and the method's
+        features feed it (a probe method reading attention), a document's score is the document
+        probe's, read from the same forward: ``raw_score`` in its log-odds units,
+        ``relevance_score`` its sigmoid (results' ``method`` ends in ``:document-probe``); a
+        document the cascade dropped whole is ranked by the probe's MiniLM term alone. Otherwise
+        a document's score is its best sentence's keep score (raw and ``relevance_score`` alike,
+        in [0, 1]; ``:max-sentence``). The best ``top_n`` documents (default: all) are then
         compressed under the budget, in rank order; ``CompressedDocument.index`` and
         ``KeptSpan.doc_index`` refer to the input positions. How well each ranks is measured in
         BENCHMARKS.md §2.
@@ -333,28 +410,9 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         docs, units = self._prepare(query, documents)
         if not docs:
             raise InvalidInputError("documents must hold at least one document")
-        probe = self._document_probe()
-        if probe is not None and isinstance(self.scorer, ProbeScorer) and units:
-            scores, feats = self.scorer.score_with_features(query, docs, units)
-            chunks = feats.chunks
-            raw = self._document_scores(probe, query, docs, units, feats)
-            relevance = sigmoid(raw)
-            how = "document-probe"
-            weighting = self.document_weighting()
-            if weighting is not None:
-                weighed = (
-                    raw
-                    if weighting.reads_minilm
-                    else self._document_scores(probe, query, docs, units, feats, minilm=False)
-                )
-                scores = weighting.weigh(query, docs, units, scores, weighed)
-        else:
-            scores, chunks = self.score_units(query, docs, units)
-            raw = np.zeros(len(docs))
-            for unit, score in zip(units, scores, strict=True):
-                raw[unit.doc] = max(raw[unit.doc], float(score))
-            relevance = raw
-            how = "max-sentence"
+        read = self._read(query, docs, units, args.compress_budget, rank=True)
+        assert read.ranking is not None  # rank=True
+        raw, relevance = read.ranking.raw, read.ranking.relevance
         ranked = sorted(range(len(docs)), key=lambda i: (-raw[i], i))[: args.top_n]
         results = RerankResults(
             [
@@ -366,13 +424,20 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
                 )
                 for i in ranked
             ],
-            method=f"{self.method}:{how}",
+            method=f"{self.method}:{read.ranking.how}",
         )
         position = {d: n for n, d in enumerate(ranked)}
         keep = [k for k, u in enumerate(units) if u.doc in position]
         sub_units = [Unit(position[units[k].doc], units[k].start, units[k].end) for k in keep]
         compression = self._build(
-            [docs[i] for i in ranked], ranked, sub_units, scores[keep], chunks, args, []
+            [docs[i] for i in ranked],
+            ranked,
+            sub_units,
+            read.scores[keep],
+            read.chunks,
+            args,
+            [],
+            notes=read.notes,
         )
         return results, compression
 
@@ -562,6 +627,36 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             for i, u in enumerate(units)
             if any(e in docs[u.doc].text[u.start : u.end].lower() for e in entities)
         ]
+
+
+@dataclass(frozen=True, slots=True)
+class _Features:
+    """A forward's sentence features and, where computed with MiniLM, the document probe's raw
+    scores of the documents it read (log-odds units)."""
+
+    features: SentenceFeatures
+    raw: np.ndarray | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Ranking:
+    """Document scores of one read, by input position: ``raw`` (the probe's log-odds, or the best
+    sentence's keep score in [0, 1]), ``relevance`` in [0, 1], and how they were made."""
+
+    raw: np.ndarray
+    relevance: np.ndarray
+    how: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Read:
+    """One read of a call's context: keep scores in [0, 1] per sentence (0 where the cascade
+    dropped it), proxy chunks read, warning notes, and the ranking when asked for."""
+
+    scores: np.ndarray
+    chunks: int
+    notes: tuple[str, ...]
+    ranking: _Ranking | None = None
 
 
 def _reduced(

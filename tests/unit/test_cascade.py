@@ -251,3 +251,48 @@ def test_the_default_cascade_reads_the_paragraph_a_kept_sentence_names(proxy: An
         birthplace[links] = result.documents[2].sentence_scores[1]
     assert birthplace[False] == 0.0  # dropped before attention read it
     assert birthplace[True] > 0.0
+
+
+def _kept(result: Any) -> set[tuple[int, int, int]]:
+    return {(k.doc_index, k.start, k.end) for d in result.documents for k in d.kept_spans}
+
+
+@pytest.mark.parametrize("cascade", [None, Cascade(min_tokens=16, keep=0.5, min_room=1.0)])
+def test_the_one_read_call_keeps_what_compress_keeps(proxy: Any, cascade: Cascade | None) -> None:
+    """``rerank_and_compress`` is :meth:`compress`'s read plus a ranking: with every document
+    kept, the same sentences are kept with the same scores (the cascade's cut included), and
+    the context is arranged best document first."""
+    compressor = Compressor(proxy, cascade=cascade)
+    docs = [FILM, DIRECTOR, OTHER, *(Document(text=t) for t in FACTS)]
+    alone = compressor.compress(QUERY, docs, ratio=0.2)
+    ranked, joint = compressor.rerank_and_compress(QUERY, docs, ratio=0.2)
+    assert ranked.method == "sentinel:document-probe"
+    assert sorted(r.index for r in ranked) == list(range(len(docs)))
+    assert [d.index for d in joint.documents] == [r.index for r in ranked]
+    assert _kept(joint) == _kept(alone)
+    by_index = {d.index: d.sentence_scores for d in alone.documents}
+    for d in joint.documents:
+        assert d.sentence_scores == by_index[d.index]
+    cut = [w for w in alone.warnings if w.startswith("the cascade")]
+    assert [w for w in joint.warnings if w.startswith("the cascade")] == cut
+    assert bool(cut) == (cascade is not None)
+
+
+def test_a_document_the_cascade_drops_whole_is_ranked_by_minilm_alone(proxy: Any) -> None:
+    """Under a cut, every document keeps a rank: the document probe's MiniLM term over all of
+    them, plus the attention correction where attention read the document (0 elsewhere)."""
+    from ragattn.document_probe import zscore_columns
+    from ragattn.lexical import dense_scores
+
+    cascade = Cascade(min_tokens=16, keep=0.2, scorer="bm25", min_room=1.0)
+    compressor = Compressor(proxy, cascade=cascade)
+    docs = [Document(text=t) for t in FACTS]
+    ranked, out = compressor.rerank_and_compress(QUERY, docs, ratio=0.2)
+    dropped = [d.index for d in out.documents if all(s == 0 for s in d.sentence_scores)]
+    assert dropped and sorted(r.index for r in ranked) == [0, 1, 2, 3]
+    probe = compressor._document_probe()
+    assert probe is not None
+    base = zscore_columns(np.asarray(dense_scores(QUERY, FACTS))[:, None])[:, 0]
+    raw = {r.index: r.raw_score for r in ranked}
+    for d in dropped:
+        assert raw[d] == pytest.approx(probe.minilm_weight * base[d], abs=1e-9)
