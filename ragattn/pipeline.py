@@ -1,4 +1,4 @@
-"""The end-to-end RAG pipeline: retrieve -> rerank -> compress -> cache lookup -> generate.
+"""The end-to-end RAG pipeline: retrieve -> one read (rank and prune) -> cache lookup -> generate.
 
 ::
 
@@ -8,9 +8,17 @@
     result = pipeline.ask("who designed the Eiffel Tower?")
     result.answer.text, result.sources[0].relevance_score, result.ratio, result.timings.total
 
+The default flow is **one read** (``flow="one_read"``): the compressor's proxy reads every
+retrieved candidate with the question once, and from that forward come both the ranking of the
+passages and the sentences kept under the budget (:meth:`Compressor.rerank_and_compress
+<ragattn.compress.Compressor.rerank_and_compress>`), so evidence in a passage a reranker would
+have put below ``top_n`` still reaches the generator. ``flow="two_pass"`` is the older flow: the
+reranker orders the hits, the best ``top_n`` are kept, and the compressor prunes those.
+
 Every stage but retrieval and generation can be switched off: ``reranker=None`` keeps the
 first-stage order, ``compressor=None`` passes whole passages, ``cache=None`` always generates.
-Per call, :class:`PipelineOptions` also switch rerank and compression off.
+Per call, :class:`PipelineOptions` also switch rerank and compression off (without compression,
+the one-read flow falls back to the two-pass one: there is nothing to read once for).
 
 The cache sits in front of the generator only: its key is a sha256 over the generator's
 identity, the options, the index hash, the question and the exact, ordered context, so a hit is
@@ -48,6 +56,17 @@ DEFAULT_ORDER: ContextOrder = "edges"
 """The best measured order (docs/benchmarks/pipeline.md: 15 HotpotQA distractor-dev questions over
 a pooled index, local 135M generator): mean answer F1 over whole and compressed contexts 0.165 for
 ``edges``, 0.150 ``best_first``, 0.125 ``best_last``; within the noise of 15 questions."""
+Flow = Literal["one_read", "two_pass"]
+FLOWS: tuple[Flow, ...] = ("one_read", "two_pass")
+DEFAULT_FLOW: Flow = "one_read"
+"""One read of every candidate ranks and prunes (the context for the generator, measured in
+BENCHMARKS.md, "What reaches the generator")."""
+FLOW_DEFAULTS: dict[Flow, tuple[int | None, float]] = {
+    "one_read": (None, 0.2),
+    "two_pass": (5, 0.5),
+}
+"""``(top_n, ratio)`` of each flow when the caller gives none: one read keeps a fifth of the
+tokens of every candidate; two passes keep half of the best five passages."""
 Mode = Literal["hybrid", "bm25", "dense"]
 RunBlocking = Callable[[Callable[[], Any]], Awaitable[Any]]
 """Runs a blocking model call off the event loop, e.g. the service's model worker."""
@@ -90,19 +109,25 @@ class PipelineOptions:
     """Per-call knobs, checked once here.
 
     Attributes:
+        flow: ``one_read`` (default): one proxy read of every candidate ranks them and keeps
+            their best sentences; ``two_pass``: rerank, keep ``top_n``, compress those.
         top_k: candidates retrieved from the index.
-        top_n: passages kept after reranking (or the first ``top_n`` hits without a reranker).
-        ratio: fraction of context tokens the compressor keeps, in (0, 1]; as the compressor
-            takes it: ``budget``.
+        top_n: passages kept after ranking (or the first ``top_n`` hits without a ranker);
+            default by flow (:data:`FLOW_DEFAULTS`: every candidate for one read, 5 for two
+            passes), resolved here.
+        ratio: fraction of context tokens the compressor keeps, in (0, 1] (of every candidate's
+            tokens for one read, of the ``top_n`` passages' for two passes); default by flow
+            (0.2 and 0.5), resolved here; as the compressor takes it: ``budget``.
         order: how the kept passages are arranged for the generator (:func:`order_context`).
         mode: the index's search mode: ``hybrid``, ``bm25`` or ``dense``.
         rerank: use the pipeline's reranker (ignored when it has none).
         compress: use the pipeline's compressor (ignored when it has none).
     """
 
+    flow: Flow = DEFAULT_FLOW
     top_k: int = 20
-    top_n: int = 5
-    ratio: float = 0.5
+    top_n: int | None = None
+    ratio: float | None = None
     order: ContextOrder = DEFAULT_ORDER
     mode: Mode = "hybrid"
     rerank: bool = True
@@ -114,12 +139,21 @@ class PipelineOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
     def __post_init__(self) -> None:
+        if self.flow not in FLOWS:
+            raise InvalidInputError(f"unknown flow {self.flow!r}; choose one of {', '.join(FLOWS)}")
+        default_top_n, default_ratio = FLOW_DEFAULTS[self.flow]
+        if self.top_n is None:
+            object.__setattr__(self, "top_n", default_top_n)
+        ratio = default_ratio if self.ratio is None else self.ratio
+        object.__setattr__(self, "ratio", ratio)
         for name in ("top_k", "top_n"):
             value = getattr(self, name)
+            if value is None and name == "top_n":
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
         try:
-            budget = Budget(kind="ratio", value=self.ratio)
+            budget = Budget(kind="ratio", value=ratio)
         except InvalidInputError as exc:
             raise InvalidInputError(f"ratio must be in (0, 1], got {self.ratio!r}") from exc
         object.__setattr__(self, "budget", budget)
@@ -170,12 +204,14 @@ class Retrieval:
     Attributes:
         candidates: rerank order (or first-stage order when not reranked).
         reranked: the reranker ordered them.
+        ranked_by: the reranker's method when it did (its results' ``method``), else None.
         warnings: truncations and the reranker's warnings.
         retrieve_s / rerank_s: wall-clock seconds of each stage.
     """
 
     candidates: tuple[Candidate, ...]
     reranked: bool
+    ranked_by: str | None = None
     warnings: tuple[str, ...] = ()
     retrieve_s: float = 0.0
     rerank_s: float = 0.0
@@ -219,11 +255,14 @@ class Source:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageTimings:
-    """Wall-clock seconds per stage; a stage that did not run took 0.0."""
+    """Wall-clock seconds per stage; a stage that did not run took 0.0. ``read`` is the one read
+    that ranks and prunes together (the one-read flow, where ``rerank`` and ``compress`` stay
+    0.0)."""
 
     retrieve: float = 0.0
     rerank: float = 0.0
     compress: float = 0.0
+    read: float = 0.0
     cache: float = 0.0
     generate: float = 0.0
     total: float = 0.0
@@ -233,12 +272,16 @@ class StageTimings:
 class PreparedContext:
     """Retrieval, reranking and compression for one question: the generator's candidate passages.
 
-    ``sources`` are best first (rerank order, or first-stage order without a reranker). Token
-    counts are of the passage texts joined by a blank line, in ``tokenizer``.
+    ``sources`` are best first (the one read's ranking, the reranker's, or first-stage order).
+    Token counts are of the passage texts joined by a blank line, in ``tokenizer``. ``flow`` is
+    the flow that ran (``one_read`` falls back to ``two_pass`` without a compressor), and
+    ``ranked_by`` the method that ordered the sources (None: first-stage order).
     """
 
     question: str
     sources: tuple[Source, ...]
+    flow: Flow = DEFAULT_FLOW
+    ranked_by: str | None = None
     tokens_before: int
     tokens_after: int
     tokenizer: str
@@ -264,7 +307,10 @@ class PipelineResult:
     Attributes:
         question: the question asked.
         answer: the generator's answer (from the cache on a hit: equal to the fresh one).
-        sources: the reranked passages, best first, with scores and kept spans.
+        sources: the candidates, best first, with scores and kept spans.
+        flow: the flow that ran (:data:`FLOWS`).
+        ranked_by: the method that ordered the sources (e.g. ``sentinel:document-probe`` for
+            one read, ``minilm`` for the reranker); None: the first-stage order.
         order: the context order the generator saw.
         tokens_before / tokens_after: context tokens before and after compression (``tokenizer``).
         tokenizer: the tokenizer that counted (the proxy's, or ``whitespace`` without any).
@@ -276,6 +322,8 @@ class PipelineResult:
     question: str
     answer: GeneratedAnswer
     sources: tuple[Source, ...]
+    flow: Flow
+    ranked_by: str | None
     order: ContextOrder
     tokens_before: int
     tokens_after: int
@@ -412,11 +460,13 @@ class RAGPipeline:
         order = list(range(len(hits)))[:keep]
         relevance: dict[int, float] = {}
         t_rerank = 0.0
+        ranked_by = None
         reranked = self.reranker is not None and rerank and bool(hits)
         if reranked:
             ranked = self.reranker.rerank(question, docs, top_n=keep)  # type: ignore[union-attr]
             order = [r.index for r in ranked]
             relevance = {r.index: r.relevance_score for r in ranked}
+            ranked_by = ranked.method or getattr(self.reranker, "method", None)
             warnings.extend(ranked.warnings)
             t_rerank = clock.lap()
         return Retrieval(
@@ -425,6 +475,7 @@ class RAGPipeline:
                 for i in order
             ),
             reranked=reranked,
+            ranked_by=ranked_by,
             warnings=tuple(warnings),
             retrieve_s=t_retrieve,
             rerank_s=t_rerank,
@@ -433,7 +484,9 @@ class RAGPipeline:
     def prepare(
         self, question: str | Question, options: PipelineOptions | None = None
     ) -> PreparedContext:
-        """Retrieve, rerank and compress for ``question`` (everything before the generator).
+        """Retrieve, rank and prune for ``question`` (everything before the generator), by the
+        options' flow: one read of every candidate (default, where the pipeline has a compressor
+        and compression is on), else rerank, keep ``top_n``, compress those.
 
         Raises:
             InvalidInputError: an empty question or an invalid option for the index.
@@ -441,11 +494,60 @@ class RAGPipeline:
         """
         opts = options or self.options
         question = self.check_question(question)
+        compressing = self.compressor is not None and opts.compress
+        if opts.flow == "one_read" and compressing:
+            return self._one_read(question, opts)
+        return self._two_pass(question, opts)
+
+    def _one_read(self, question: Question, opts: PipelineOptions) -> PreparedContext:
+        """Retrieve ``top_k`` hits; one read ranks them all and keeps their best sentences
+        under the budget; sources are the best ``top_n`` (all by default), best first."""
+        found = self.retrieve(question, k=opts.top_k, mode=opts.mode, rerank=False)
+        warnings = list(found.warnings)
+        hits = [c.hit for c in found.candidates]
+        docs = [c.document for c in found.candidates]
+        if not hits:
+            warnings.append("retrieval found no passage; the generator answers without context")
+            return self._nothing_found(question, found, warnings)
+        clock = _Clock()
+        args = VerbArgs(
+            verb="rerank_compress", top_n=opts.top_n, budget=opts.budget, tokenizer=self._tokenizer
+        )
+        ranked, result = self.compressor.rerank_and_compress(  # type: ignore[union-attr]
+            question.text, docs, **args.keywords()
+        )
+        t_read = clock.lap()
+        warnings.extend(ranked.warnings)
+        warnings.extend(result.warnings)
+        by_index = {d.index: d for d in result.documents}
+        return PreparedContext(
+            question=question.text,
+            sources=tuple(
+                self._source(
+                    hits[r.index],
+                    r.relevance_score,
+                    by_index[r.index].kept_spans,
+                    by_index[r.index].text,
+                )
+                for r in ranked
+            ),
+            flow="one_read",
+            ranked_by=ranked.method or None,
+            tokens_before=result.origin_tokens,
+            tokens_after=result.compressed_tokens,
+            tokenizer=self._tokenizer_name,
+            compressed=True,
+            timings=StageTimings(retrieve=found.retrieve_s, read=t_read),
+            warnings=tuple(warnings),
+        )
+
+    def _two_pass(self, question: Question, opts: PipelineOptions) -> PreparedContext:
+        """Retrieve, rerank, keep ``top_n``, compress those (the flow before one read)."""
         found = self.retrieve(
             question, k=opts.top_k, mode=opts.mode, rerank=opts.rerank, top_n=opts.top_n
         )
         warnings = list(found.warnings)
-        if opts.top_n > opts.top_k:
+        if opts.top_n is not None and opts.top_n > opts.top_k:
             warnings.insert(
                 0, f"top_n={opts.top_n} is more than top_k={opts.top_k}: at most top_k passages"
             )
@@ -454,7 +556,6 @@ class RAGPipeline:
         clock = _Clock()
         hits = [c.hit for c in found.candidates]
         relevance = [c.relevance_score for c in found.candidates]
-        t_retrieve, t_rerank = found.retrieve_s, found.rerank_s
         kept = [c.document for c in found.candidates]
         compressed = self.compressor is not None and opts.compress and bool(kept)
         t_compress = 0.0
@@ -475,28 +576,53 @@ class RAGPipeline:
             ]
             kept_texts = [d.text for d in kept]
             before = after = self._count("\n\n".join(d.text for d in kept))
-        sources = tuple(
-            Source(
-                id=str(hit.doc_id),
-                title=hit.title,
-                text=hit.text,
-                retrieval_score=float(hit.score),
-                retrieval_rank=int(hit.rank),
-                relevance_score=relevance[n],
-                kept_spans=tuple(spans[n]),
-                kept_text=kept_texts[n],
-            )
-            for n, hit in enumerate(hits)
-        )
         return PreparedContext(
             question=question.text,
-            sources=sources,
+            sources=tuple(
+                self._source(hit, relevance[n], spans[n], kept_texts[n])
+                for n, hit in enumerate(hits)
+            ),
+            flow="two_pass",
+            ranked_by=found.ranked_by,
             tokens_before=before,
             tokens_after=after,
             tokenizer=self._tokenizer_name,
             compressed=compressed,
-            timings=StageTimings(retrieve=t_retrieve, rerank=t_rerank, compress=t_compress),
+            timings=StageTimings(
+                retrieve=found.retrieve_s, rerank=found.rerank_s, compress=t_compress
+            ),
             warnings=tuple(warnings),
+        )
+
+    def _nothing_found(
+        self, question: Question, found: Retrieval, warnings: Sequence[str]
+    ) -> PreparedContext:
+        """The one-read context when retrieval found nothing: no sources, nothing read."""
+        return PreparedContext(
+            question=question.text,
+            sources=(),
+            flow="one_read",
+            tokens_before=0,
+            tokens_after=0,
+            tokenizer=self._tokenizer_name,
+            compressed=False,
+            timings=StageTimings(retrieve=found.retrieve_s),
+            warnings=tuple(warnings),
+        )
+
+    @staticmethod
+    def _source(
+        hit: Hit, relevance: float | None, spans: Sequence[KeptSpan], kept_text: str
+    ) -> Source:
+        return Source(
+            id=str(hit.doc_id),
+            title=hit.title,
+            text=hit.text,
+            retrieval_score=float(hit.score),
+            retrieval_rank=int(hit.rank),
+            relevance_score=relevance,
+            kept_spans=tuple(spans),
+            kept_text=kept_text,
         )
 
     def cache_key(self, prepared: PreparedContext, options: PipelineOptions) -> str:
@@ -580,6 +706,8 @@ class RAGPipeline:
             question=prepared.question,
             answer=answer,
             sources=sources,
+            flow=prepared.flow,
+            ranked_by=prepared.ranked_by,
             order=opts.order,
             tokens_before=prepared.tokens_before,
             tokens_after=prepared.tokens_after,
@@ -651,10 +779,14 @@ def load_index(directory: str | Path | None) -> Any:
 
 
 __all__ = [
+    "DEFAULT_FLOW",
     "DEFAULT_ORDER",
+    "FLOWS",
+    "FLOW_DEFAULTS",
     "ORDERS",
     "Candidate",
     "ContextOrder",
+    "Flow",
     "PipelineOptions",
     "PipelineResult",
     "PreparedContext",

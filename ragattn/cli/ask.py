@@ -1,5 +1,6 @@
-"""``ragattn ask``: answer a question end to end over a built index (retrieve, rerank, compress,
-generate) and show the answer, its sources with scores, the compression and per-stage timings.
+"""``ragattn ask``: answer a question end to end over a built index (retrieve, one read that ranks
+and prunes the candidates, generate; or ``--flow two_pass``: rerank, keep the best, compress) and
+show the answer, its sources with scores, the compression and per-stage timings.
 
 Heavy imports happen inside the command so that ``ragattn --help`` stays fast. The rerank and
 compress methods come from ``RAGATTN_RERANK_METHOD`` / ``RAGATTN_COMPRESS_METHOD``; ``ask --help``
@@ -22,11 +23,26 @@ def ask(
     index: Annotated[
         Path | None, typer.Option(help="index directory written by 'ragattn index build'")
     ] = None,
+    flow: Annotated[
+        str,
+        typer.Option(
+            help="one_read: one proxy read of every candidate ranks them and keeps their best "
+            "sentences; two_pass: rerank, keep --top-n, compress those"
+        ),
+    ] = "one_read",
     top_k: Annotated[int, typer.Option(min=1, help="passages retrieved from the index")] = 20,
-    top_n: Annotated[int, typer.Option(min=1, help="passages kept after reranking")] = 5,
+    top_n: Annotated[
+        int | None,
+        typer.Option(min=1, help="passages kept after ranking (default: all for one_read, 5)"),
+    ] = None,
     ratio: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="fraction of context tokens kept")
-    ] = 0.5,
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="fraction of context tokens kept (default: 0.2 for one_read, 0.5 for two_pass)",
+        ),
+    ] = None,
     order: Annotated[
         str | None,
         typer.Option(help="context order: best_first, best_last or edges (default: measured)"),
@@ -64,18 +80,21 @@ def ask(
         int | None, typer.Option(help="torch threads (default: RAGATTN_THREADS)")
     ] = None,
 ) -> None:
-    """Answer QUESTION from an index: retrieve, rerank, compress, generate.
+    """Answer QUESTION from an index: retrieve, read the candidates once (rank and prune), generate.
 
     The methods are RAGATTN_RERANK_METHOD and RAGATTN_COMPRESS_METHOD, one of those listed below.
     """
     from ragattn.errors import RagattnError
-    from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, load_index
+    from ragattn.pipeline import DEFAULT_ORDER, FLOWS, PipelineOptions, load_index
     from ragattn.settings import Settings
 
     try:
         settings = Settings.from_env()
         loaded_index = load_index(index)
+        if flow not in FLOWS:
+            raise _usage(f"--flow must be one of {', '.join(FLOWS)}, got {flow!r}")
         options = PipelineOptions(
+            flow=flow,  # type: ignore[arg-type]
             top_k=top_k,
             top_n=top_n,
             ratio=ratio,
@@ -182,7 +201,8 @@ def _show(result: Any) -> None:
     console = Console()
     console.print(f"[bold]question:[/] {result.question}", highlight=False)
     console.print(f"[bold green]answer:[/] {result.answer.text}", highlight=False)
-    table = Table(title=f"sources (context order: {result.order})")
+    ranked = f"ranked by {result.ranked_by}" if result.ranked_by else "first-stage order"
+    table = Table(title=f"sources ({result.flow}, {ranked}; context order: {result.order})")
     for col in ("ctx", "id", "title", "retrieval", "relevance", "kept sentences"):
         table.add_column(col)
     for s in result.sources:
@@ -204,8 +224,13 @@ def _show(result: Any) -> None:
         highlight=False,
     )
     console.print(
-        f"seconds: retrieve {t.retrieve:.2f}, rerank {t.rerank:.2f}, compress {t.compress:.2f}, "
-        f"cache {t.cache:.3f}, generate {t.generate:.2f}, total {t.total:.2f}"
+        f"seconds: retrieve {t.retrieve:.2f}, "
+        + (
+            f"read {t.read:.2f} (rank and prune), "
+            if result.flow == "one_read"
+            else f"rerank {t.rerank:.2f}, compress {t.compress:.2f}, "
+        )
+        + f"cache {t.cache:.3f}, generate {t.generate:.2f}, total {t.total:.2f}"
         + (" (cache hit)" if result.cache_hit else ""),
         highlight=False,
     )

@@ -136,6 +136,13 @@ def test_options_are_validated() -> None:
         PipelineOptions(top_n=0)
     with pytest.raises(InvalidInputError, match="unknown search mode"):
         PipelineOptions(mode="vector")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="unknown flow 'both'; choose one of one_read"):
+        PipelineOptions(flow="both")  # type: ignore[arg-type]
+    # the defaults follow the flow: one read keeps a fifth of every candidate's tokens
+    assert (PipelineOptions().top_n, PipelineOptions().ratio) == (None, 0.2)
+    two = PipelineOptions(flow="two_pass")
+    assert (two.top_n, two.ratio) == (5, 0.5)
+    assert PipelineOptions(flow="two_pass", ratio=0.3, top_n=2).params()["ratio"] == 0.3
 
 
 # --- stages switched off ------------------------------------------------------------------
@@ -164,15 +171,73 @@ def test_empty_question_and_no_hits(index: Any) -> None:
     assert result.warnings == ("retrieval found no passage; the generator answers without context",)
 
 
+class RecordingEngine:
+    """Wraps a real engine and records which of its verbs the pipeline calls."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine, self.calls = engine, []  # type: list[str]
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.engine, name)
+        if name in ("rerank", "compress", "rerank_and_compress"):
+
+            def recorded(*args: Any, **kwargs: Any) -> Any:
+                self.calls.append(name)
+                return attribute(*args, **kwargs)
+
+            return recorded
+        return attribute
+
+
 @pytest.mark.slow
-def test_rerank_and_compress_stages(index: Any, proxy: Any) -> None:
+def test_the_default_flow_is_one_read_of_every_candidate(index: Any, proxy: Any) -> None:
+    """One call ranks and prunes every retrieved candidate: no reranker pass, no second read;
+    the sources are the one read's ranking with its scores and kept spans, and the context
+    holds exactly its kept sentences."""
+    from ragattn.compress import Compressor
+    from ragattn.rerank import Reranker
+
+    reranker, compressor = RecordingEngine(Reranker(proxy)), RecordingEngine(Compressor(proxy))
+    gen = RecordingGenerator()
+    pipe = RAGPipeline(index, generator=gen, reranker=reranker, compressor=compressor)
+    result = pipe.ask(QUESTION, PipelineOptions(top_k=5, mode="bm25"))
+    assert (reranker.calls, compressor.calls) == ([], ["rerank_and_compress"])
+    assert result.flow == "one_read" and result.ranked_by == "sentinel:document-probe"
+    hits = index.search(QUESTION, 5, mode="bm25")
+    docs = [{"id": h.doc_id, "text": h.text, "title": h.title} for h in hits]
+    ranked, context = compressor.engine.rerank_and_compress(QUESTION, docs, ratio=0.2)
+    assert [s.id for s in result.sources] == [r.document.id for r in ranked]
+    assert [s.relevance_score for s in result.sources] == [r.relevance_score for r in ranked]
+    assert result.sources[0].id == "eiffel"
+    assert (result.tokens_before, result.tokens_after) == (
+        context.origin_tokens,
+        context.compressed_tokens,
+    )
+    assert result.tokens_after <= 0.2 * result.tokens_before
+    kept = {(s.id, k.start, k.end) for s in result.sources for k in s.kept_spans}
+    assert kept == {
+        (hits[d.index].doc_id, k.start, k.end) for d in context.documents for k in d.kept_spans
+    }
+    for s in result.sources:
+        for span in s.kept_spans:
+            assert s.text[span.start : span.end] == span.text
+    assert result.timings.read > 0 and result.timings.rerank == result.timings.compress == 0.0
+    assert sum(bool(s.kept_text) for s in result.sources) == len(gen.calls[0])
+    # top_n keeps the best n sources of the same read
+    two = pipe.ask(QUESTION, PipelineOptions(top_k=5, top_n=2, mode="bm25"))
+    assert [s.id for s in two.sources] == [s.id for s in result.sources[:2]]
+
+
+@pytest.mark.slow
+def test_two_pass_flow_reranks_then_compresses(index: Any, proxy: Any) -> None:
     from ragattn.compress import Compressor
     from ragattn.rerank import Reranker
 
     reranker, compressor = Reranker(proxy), Compressor(proxy)
     gen = RecordingGenerator()
     full = RAGPipeline(index, generator=gen, reranker=reranker, compressor=compressor)
-    result = full.ask(QUESTION, opts(top_n=3, ratio=0.4))
+    result = full.ask(QUESTION, opts(top_n=3, ratio=0.4, flow="two_pass"))
+    assert result.flow == "two_pass" and result.ranked_by == "minilm"
     expected = reranker.rerank(
         QUESTION,
         [
@@ -192,6 +257,7 @@ def test_rerank_and_compress_stages(index: Any, proxy: Any) -> None:
     # rerank on, compress off: whole passages in rerank order
     no_compress = RAGPipeline(index, generator=RecordingGenerator(), reranker=reranker)
     whole = no_compress.ask(QUESTION, opts(top_n=3))
+    assert whole.flow == "two_pass"  # nothing to read once for without a compressor
     assert [s.id for s in whole.sources] == [s.id for s in result.sources]
     assert whole.tokens_before == whole.tokens_after == result.tokens_before
     # per-call switches override the configured stages
@@ -315,9 +381,15 @@ def test_ragattn_ask_cli(tmp_path: Path) -> None:
     result = runner.invoke(app, [*args, "--top-n", "2", "--max-tokens", "16", "--threads", "1"])
     assert result.exit_code == 0, result.output
     assert "answer:" in result.output
-    assert "│ 1   │ eiffel │ Eiffel Tower" in result.output  # context position 1, reranked first
-    assert "rerank" in result.output and "compress" in result.output
+    assert "│ 1   │ eiffel │ Eiffel Tower" in result.output  # context position 1, ranked first
+    assert "one_read, ranked by sentinel:document-probe" in result.output
+    assert "read " in result.output and "(rank and prune)" in result.output
     assert "ratio" in result.output and "generate" in result.output
+    two = runner.invoke(app, [*args, "--flow", "two_pass", "--max-tokens", "8", "--threads", "1"])
+    assert two.exit_code == 0, two.output
+    assert "two_pass, ranked by minilm" in two.output and "rerank" in two.output
+    bad = runner.invoke(app, [*args, "--flow", "both"])
+    assert bad.exit_code == 2 and "--flow must be one of one_read, two_pass" in bad.output
 
 
 def test_ragattn_ask_cli_without_index(tmp_path: Path) -> None:
