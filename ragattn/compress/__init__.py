@@ -361,7 +361,8 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         texts = [docs[u.doc].text[u.start : u.end] for u in units]
         costs = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
         total = sum(costs)
-        if not cascade.applies(total, budget.token_limit(total)):
+        share = cascade.read_share(total, budget.token_limit(total))
+        if share is None:
             return None
         if cascade.scorer == "bm25":
             first = bm25_scores(query, texts)
@@ -370,9 +371,9 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         else:
             first = self._cascade_scorer().score(query, docs, units)[0]
         if cascade.links:
-            read = keep_linked(query, docs, units, first, costs, cascade.keep)
+            read = keep_linked(query, docs, units, first, costs, share)
         else:
-            read = keep_by_tokens(first, costs, cascade.keep)
+            read = keep_by_tokens(first, costs, share)
         return read if len(read) < len(units) else None
 
     def _cascade_scorer(self) -> ProbeScorer:

@@ -125,6 +125,10 @@ class Cascade:
             budget's tokens, so that attention still chooses among several times what it keeps.
         links: keep the sentences of linked documents first (:func:`keep_linked`: documents
             whose title the query or a kept sentence of another document names).
+        max_read: at most this many proxy tokens are read (None: no cap, ``keep`` alone), but
+            never fewer than ``min_room`` times the budget's tokens: the forward's cost grows with
+            the tokens it reads, so a cap makes the read of 10-50 candidates cost about the same
+            as the read of a few, while attention still chooses among several times what it keeps.
     """
 
     min_tokens: int = 1024
@@ -132,6 +136,7 @@ class Cascade:
     scorer: CascadeScorer = "bm25"
     min_room: float = 2.0
     links: bool = False
+    max_read: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep <= 1.0:
@@ -144,16 +149,33 @@ class Cascade:
             )
         if self.min_room < 1.0:
             raise InvalidInputError(f"cascade min_room must be >= 1, got {self.min_room}")
+        if self.max_read is not None and (
+            not isinstance(self.max_read, int)
+            or isinstance(self.max_read, bool)
+            or self.max_read < 1
+        ):
+            raise InvalidInputError(
+                f"cascade max_read must be a positive number of tokens, got {self.max_read!r}"
+            )
 
     @classmethod
-    def parse(cls, spec: str, *, min_tokens: int = 1024) -> Cascade:
+    def parse(cls, spec: str, *, min_tokens: int = 1024, min_room: float = 2.0) -> Cascade:
         """A cascade from ``"KEEP:SCORER"`` (e.g. ``"0.8:lexical"``; the scorer defaults to
-        ``lexical``; a ``+links`` suffix, ``"0.8:lexical+links"``, sets :attr:`links`), as the
-        command line gives it.
+        ``lexical``; a ``+links`` suffix, ``"0.8:lexical+links"``, sets :attr:`links`; a
+        ``@N`` suffix, ``"0.8:lexical+links@768"``, sets :attr:`max_read`), as the command line
+        gives it.
 
         Raises:
-            InvalidInputError: a keep that is not a number in (0, 1], or an unknown scorer.
+            InvalidInputError: a keep that is not a number in (0, 1], an unknown scorer, or a cap
+                that is not a positive integer.
         """
+        spec_only, at, cap = spec.partition("@")
+        max_read = None
+        if at:
+            if not cap.isdigit():
+                raise InvalidInputError(f"cascade {spec!r}: the cap after @ must be tokens")
+            max_read = int(cap)
+        spec = spec_only
         keep, _, scorer = spec.partition(":")
         scorer, plus, suffix = scorer.partition("+")
         if plus and (suffix != "links" or not scorer):
@@ -167,19 +189,36 @@ class Cascade:
             keep=share,
             scorer=scorer or "lexical",  # type: ignore[arg-type]  # checked in __post_init__
             links=bool(plus),
+            min_room=min_room,
+            max_read=max_read,
         )
 
     @property
     def name(self) -> str:
-        """The cascade as :meth:`parse` reads it (``"0.8:lexical"``, ``"0.8:lexical+links"``)."""
-        return f"{self.keep:g}:{self.scorer}" + ("+links" if self.links else "")
+        """The cascade as :meth:`parse` reads it (``"0.8:lexical"``, ``"0.8:lexical+links"``,
+        ``"0.8:lexical+links@768"``)."""
+        cap = f"@{self.max_read}" if self.max_read is not None else ""
+        return f"{self.keep:g}:{self.scorer}" + ("+links" if self.links else "") + cap
+
+    def read_share(self, context_tokens: int, budget_tokens: int | None) -> float | None:
+        """The share of a context of ``context_tokens`` (proxy tokens) that attention reads
+        when it is compressed to ``budget_tokens`` (None: no token limit), or None when the
+        cascade does not cut it: too short, no token limit, or nothing left to cut once
+        attention keeps its room (``min_room`` times the budget)."""
+        if context_tokens < self.min_tokens or budget_tokens is None or context_tokens <= 0:
+            return None
+        read = self.keep * context_tokens
+        room = self.min_room * budget_tokens
+        if read < room:
+            return None
+        if self.max_read is not None:
+            read = min(read, max(float(self.max_read), room))
+        return read / context_tokens if read < context_tokens else None
 
     def applies(self, context_tokens: int, budget_tokens: int | None) -> bool:
         """Whether a context of ``context_tokens`` compressed to ``budget_tokens`` (None: no
         token limit) is cut: it is long enough and what the cut keeps leaves attention room."""
-        if context_tokens < self.min_tokens or budget_tokens is None or self.keep >= 1.0:
-            return False
-        return self.keep * context_tokens >= self.min_room * budget_tokens
+        return self.read_share(context_tokens, budget_tokens) is not None
 
 
 DEFAULT_CASCADE = Cascade(min_tokens=1024, keep=0.8, scorer="lexical", min_room=2.0, links=True)

@@ -296,3 +296,23 @@ def test_a_document_the_cascade_drops_whole_is_ranked_by_minilm_alone(proxy: Any
     raw = {r.index: r.raw_score for r in ranked}
     for d in dropped:
         assert raw[d] == pytest.approx(probe.minilm_weight * base[d], abs=1e-9)
+
+
+def test_a_capped_cascade_reads_at_most_its_cap_and_keeps_attention_room() -> None:
+    """``max_read`` caps the tokens attention reads, never below ``min_room`` times the budget;
+    without a cap the share is ``keep`` as before."""
+    capped = Cascade(min_tokens=1024, keep=0.8, min_room=1.5, max_read=768)
+    assert capped.read_share(2560, 512) == pytest.approx(768 / 2560)
+    assert capped.read_share(2560, 700) == pytest.approx(1050 / 2560)  # room: 1.5 x 700
+    assert capped.read_share(1000, 100) is None  # shorter than min_tokens
+    assert capped.read_share(1100, 600) is None  # keep (880) leaves less than the room (900)
+    assert capped.read_share(1100, None) is None
+    plain = Cascade(min_tokens=1024, keep=0.8, min_room=2.0)
+    assert plain.read_share(2560, 512) == 0.8 and plain.read_share(2560, 1100) is None
+    assert Cascade.parse("0.8:lexical+links@768", min_room=1.5) == Cascade(
+        keep=0.8, scorer="lexical", links=True, max_read=768, min_room=1.5
+    )
+    assert Cascade.parse("0.8:lexical+links@768").name == "0.8:lexical+links@768"
+    for bad in ("0.8:lexical@x", "0.8:lexical@-5", "0.8@0"):
+        with pytest.raises(InvalidInputError):
+            Cascade.parse(bad)
