@@ -164,7 +164,14 @@ def _wire_document(doc: Document) -> str | dict[str, Any]:
     return out
 
 
-def _rerank_payload(query: str, docs: Sequence[Document], top_n: int | None) -> dict[str, Any]:
+PruneBudget = Budget | Mapping[str, float | int]
+"""A rerank's ``prune`` budget: a checked :class:`Budget`, or its wire object such as
+``{"ratio": 0.3}`` (one of ``ratio``, ``target_tokens``, ``threshold``; the service checks it)."""
+
+
+def _rerank_payload(
+    query: str, docs: Sequence[Document], top_n: int | None, prune: PruneBudget | None = None
+) -> dict[str, Any]:
     payload: dict[str, Any] = {
         "query": query,
         "documents": [_wire_document(d) for d in docs],
@@ -172,6 +179,9 @@ def _rerank_payload(query: str, docs: Sequence[Document], top_n: int | None) -> 
     }
     if top_n is not None:
         payload["top_n"] = top_n
+    if prune is not None:
+        # Sent as given: the service checks it and says what is wrong (one rule, one place).
+        payload["prune"] = prune.keywords() if isinstance(prune, Budget) else dict(prune)
     return payload
 
 
@@ -243,14 +253,31 @@ def _rerank_results(
                 relevance_score=float(item["relevance_score"]),
                 raw_score=float(item["relevance_score"] if raw_is_relevance else item["raw_score"]),
                 document=docs[i],
+                pruned_text=None if item.get("pruned_text") is None else str(item["pruned_text"]),
+                kept_spans=_kept_spans(item.get("kept_spans") or (), i),
             )
             for item in items
         ]
+        method = str(body.get("method") or "")
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise _malformed(f"rerank body: {type(exc).__name__} {exc}") from exc
     if len({r.index for r in results}) != len(results):
         raise _malformed("an index appears twice in results")
-    return RerankResults(results, warnings=warnings, method="", windows=1)
+    return RerankResults(results, warnings=warnings, method=method, windows=1)
+
+
+def _kept_spans(items: Any, index: int) -> tuple[KeptSpan, ...]:
+    """Wire ``kept_spans`` (``[{start, end, score, text}]``) of ``documents[index]``."""
+    return tuple(
+        KeptSpan(
+            doc_index=index,
+            start=int(s["start"]),
+            end=int(s["end"]),
+            score=float(s["score"]),
+            text=str(s["text"]),
+        )
+        for s in items
+    )
 
 
 def _sentence_spans(
@@ -273,16 +300,7 @@ def _compressed_document(
 ) -> CompressedDocument:
     index = _index(item["index"], len(docs))
     doc = docs[index]
-    kept = tuple(
-        KeptSpan(
-            doc_index=index,
-            start=int(s["start"]),
-            end=int(s["end"]),
-            score=float(s["score"]),
-            text=str(s["text"]),
-        )
-        for s in item["kept_spans"]
-    )
+    kept = _kept_spans(item["kept_spans"], index)
     scores = tuple(float(x) for x in item["sentence_scores"])
     spans = _sentence_spans(doc.text, len(scores), kept)
     if spans is None:
@@ -547,15 +565,36 @@ class Client(
             attempt += 1
 
     def rerank(
-        self, query: str, documents: Sequence[DocumentLike], *, top_n: int | None = None
+        self,
+        query: str,
+        documents: Sequence[DocumentLike],
+        *,
+        top_n: int | None = None,
+        prune: PruneBudget | None = None,
     ) -> RerankResults:
         """Rerank on the service; same arguments, result and errors as :meth:`Reranker.rerank`.
 
         ``raw_score`` is in the server method's units and ``relevance_score`` in [0, 1].
-        ``results.method`` is empty: the rerank response does not name the method.
+        ``results.method`` is empty without ``prune``: the plain rerank response does not name
+        the method.
+
+        Args:
+            query: the question (non-empty).
+            documents: strings, Documents or mappings with ``text``.
+            top_n: keep the best ``top_n`` (default all).
+            prune: also keep each result's best sentences under this one budget, counted across
+                the returned results in the server's proxy tokens: a :class:`Budget` or
+                ``{"ratio": …}`` / ``{"target_tokens": …}`` / ``{"threshold": …}``. The service's
+                compressor then ranks and prunes from one read: each result carries
+                ``pruned_text`` and ``kept_spans`` (offsets into its ``document.text``), and
+                ``results.method`` names the ranking method (its scores are not those of a
+                plain rerank).
+
+        Raises:
+            InvalidInputError: bad arguments (the service's message), e.g. not exactly one budget.
         """
         docs = as_documents(documents)
-        body = self._post(self.config.rerank_path, _rerank_payload(query, docs, top_n))
+        body = self._post(self.config.rerank_path, _rerank_payload(query, docs, top_n, prune))
         return _rerank_results(body, docs)
 
     def _compress(
@@ -616,11 +655,17 @@ class AsyncClient(
             attempt += 1
 
     async def rerank(
-        self, query: str, documents: Sequence[DocumentLike], *, top_n: int | None = None
+        self,
+        query: str,
+        documents: Sequence[DocumentLike],
+        *,
+        top_n: int | None = None,
+        prune: PruneBudget | None = None,
     ) -> RerankResults:
         """See :meth:`Client.rerank`."""
         docs = as_documents(documents)
-        body = await self._post(self.config.rerank_path, _rerank_payload(query, docs, top_n))
+        payload = _rerank_payload(query, docs, top_n, prune)
+        body = await self._post(self.config.rerank_path, payload)
         return _rerank_results(body, docs)
 
     async def _compress(
@@ -644,6 +689,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ClientConfig",
+    "PruneBudget",
     "ServiceConnectionError",
     "ServiceError",
     "ServiceTimeoutError",

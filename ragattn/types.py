@@ -118,20 +118,31 @@ class RerankResult:
         raw_score: the method's own score (e.g. calibrated attention mass, in units of attention
             probability summed over document tokens and averaged over heads).
         document: the input document (text, id, title, metadata kept).
+        pruned_text: only from a rerank that also pruned (the service's rerank routes with
+            ``prune``): the document's kept sentences, a concatenation of substrings of
+            ``document.text``; ``None`` when nothing was pruned.
+        kept_spans: with ``pruned_text``, the kept sentences as character ranges (Unicode code
+            points) of ``document.text`` with their keep scores in [0, 1]; empty otherwise.
     """
 
     index: int
     relevance_score: float
     raw_score: float
     document: Document
+    pruned_text: str | None = None
+    kept_spans: tuple[KeptSpan, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "index": self.index,
             "relevance_score": self.relevance_score,
             "raw_score": self.raw_score,
             "document": self.document.to_dict(),
         }
+        if self.pruned_text is not None:
+            out["pruned_text"] = self.pruned_text
+            out["kept_spans"] = [to_plain(s) for s in self.kept_spans]
+        return out
 
 
 class RerankResults(tuple[RerankResult, ...]):

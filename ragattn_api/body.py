@@ -12,6 +12,8 @@ JSON nested about a thousand levels deep, dies in the decoder with a ``Recursion
   from strings, booleans are not integers; ``1.0`` is an integer, as JSON Schema has it);
 - unknown fields are ignored, as Cohere-compatible clients expect, but named in the response's
   warnings (:func:`ignored_fields`: the first ten, names cut to 64 characters, then a count);
+  except a field this API defines on other routes only (:data:`ROUTE_ONLY_FIELDS`): its sender
+  expects it to act, so it is a 400 naming the routes that take it;
 - the body must be UTF-8 (RFC 8259): a byte order mark, UTF-16 or UTF-32 is a 400 before any
   parsing, and a lone surrogate (``"\\ud800"``) is a 400 too.
 
@@ -205,31 +207,57 @@ def unknown_fields(value: Any, kind: Any, where: str = "") -> list[str]:
     return found
 
 
+ROUTE_ONLY_FIELDS: Mapping[str, str] = MappingProxyType(
+    {
+        "prune": "/v1/rerank, /v2/rerank and /rerank (on /v1/compress and /v1/rerank_compress "
+        "send the budget, ratio, target_tokens or threshold, at the top level)",
+    }
+)
+"""Top-level fields of some routes' bodies, refused (not ignored) on the others, with the routes
+that take them: ignoring ``prune`` would answer without the pruned text the caller asked for."""
+
+
 def decode_strict(raw: bytes, kind: Any) -> tuple[Any, list[str]]:
     """Decode a JSON body into ``kind`` strictly; returns the value and the ignored field names.
 
     Raises:
-        InvalidInputError: malformed, too deeply nested, duplicate keys, or wrong types.
+        InvalidInputError: malformed, too deeply nested, duplicate keys, wrong types, or a field
+            of :data:`ROUTE_ONLY_FIELDS` this route does not take.
     """
     parsed = _parse(raw)
     ignored = unknown_fields(parsed, kind)
+    for name in ignored:
+        if name in ROUTE_ONLY_FIELDS:
+            raise InvalidInputError(
+                f"this route does not take {name!r}; it is a field of {ROUTE_ONLY_FIELDS[name]}"
+            )
     try:
         value = msgspec.convert(parsed, kind, strict=True)
     except msgspec.ValidationError as exc:
-        raise InvalidInputError(_plain(str(exc))) from None
+        raise InvalidInputError(_plain(str(exc), kind)) from None
     return value, ignored
 
 
 _EMPTY_TEXT = re.compile(r"Expected `str` (of length >= 1|matching regex .*) - at `\$\.(\w+)`$")
 _EMPTY_LIST = re.compile(r"Expected `array` of length >= 1 - at `\$\.(documents|texts|context)`$")
+_UNKNOWN_KEY = re.compile(r"Object contains unknown field `(.*)` - at `\$\.(\w+)`$")
 
 
-def _plain(message: str) -> str:
+def _plain(message: str, kind: Any = None) -> str:
     """msgspec's message, or the API's own wording for the constraints clients hit most."""
     if m := _EMPTY_TEXT.match(message):
         return f"{m.group(2)} must be a non-empty string (not only whitespace)"
     if m := _EMPTY_LIST.match(message):
         return f"{m.group(1)} must hold at least one document"
+    if m := _UNKNOWN_KEY.match(message):
+        # Only objects of ours forbid unknown keys (Cohere's fields ignore them with a warning).
+        key, where = m.group(1), m.group(2)
+        if len(key) > MAX_FIELD_NAME_CHARS:
+            key = f"{key[:MAX_FIELD_NAME_CHARS]}... ({len(key)} characters)"
+        inner = (_struct_fields(kind) or {}).get(where)
+        names = [n for t in _structs_in(inner) for n in (_struct_fields(t) or {})] if inner else []
+        known = f"; its fields are {', '.join(names)}" if names else ""
+        return f"'{where}' has no field {key!r}{known}"
     return f"invalid request body: {message}"
 
 
@@ -301,6 +329,7 @@ async def require_json(
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "ROUTE_ONLY_FIELDS",
     "StrictRequest",
     "decode_strict",
     "ignored_fields",

@@ -167,7 +167,9 @@ def tighten(
 
     - exactly one of ``documents`` / ``texts`` (rerank) or ``documents`` / ``context`` (compress),
       and exactly one budget among ``ratio``, ``rate``, ``target_tokens``, ``target_token``,
-      ``threshold``; at most one of ``top_n`` and its alias ``top_k``;
+      ``threshold``; at most one of ``top_n`` and its alias ``top_k``; in the rerank request's
+      ``prune`` object exactly one of ``ratio``, ``target_tokens``, ``threshold`` and no other key,
+      and ``prune`` not with ``method``;
     - at most ``RAGATTN_MAX_DOCUMENTS`` documents, ``k`` and ``top_k``;
     - ``method`` one of the rerank methods (``rerank_methods``, default: the library's registry)
       or compression methods this server knows, each described with what it needs (the description
@@ -181,7 +183,12 @@ def tighten(
     _numeric_bounds(schemas)
     budget = ("ratio", "rate", "target_tokens", "target_token", "threshold")
     rules: dict[str, list[Schema]] = {
-        "RerankRequest": [_exactly_one("documents", "texts"), _at_most_one("top_n", "top_k")],
+        "RerankRequest": [
+            _exactly_one("documents", "texts"),
+            _at_most_one("top_n", "top_k"),
+            _at_most_one("prune", "method"),
+        ],
+        "PruneIn": [_exactly_one("ratio", "target_tokens", "threshold")],
         "CompressRequest": [_exactly_one("documents", "context"), _exactly_one(*budget)],
         "RerankCompressRequest": [
             _exactly_one("documents", "context"),
@@ -193,6 +200,7 @@ def tighten(
         schema = schemas.get(name)
         if isinstance(schema, Schema):
             schema.all_of = extra
+    _describe_prune(schemas)
     for name, field in (
         ("RerankRequest", "documents"),
         ("RerankRequest", "texts"),
@@ -234,6 +242,42 @@ def tighten(
                 Schema(type=OpenAPIType.NULL),
             ]
             prop.description = _method_description(help_text, names, table)
+
+
+_PRUNE_HELP = (
+    "Optional, not part of Cohere's API: each result's kept sentences under one budget, counted "
+    "across all returned results in the proxy's tokens. Exactly one of ratio (fraction of tokens "
+    "kept), target_tokens (most tokens kept) or threshold (lowest keep score kept); any other key "
+    "is a 400. The compressor's one read then ranks and prunes: each result gains pruned_text "
+    "and kept_spans (code-point offsets into its document's text as sent), meta gains pruning "
+    "(token counts) and the response's method names the ranking method. Not with 'method'. "
+    "Omitted (or null), the response is Cohere's shape unchanged."
+)
+_PRUNED_TEXT_HELP = (
+    "Only with 'prune': the document's kept sentences in document order, each with its original "
+    "trailing whitespace (a concatenation of substrings of its text), right-stripped; empty when "
+    "none of its sentences fit the budget."
+)
+
+
+def _describe_prune(schemas: dict[str, Any]) -> None:
+    """The ``prune`` request object and the fields it adds to the response, described; the
+    object refuses unknown keys (the server does: ``forbid_unknown_fields``)."""
+    prune = schemas.get("PruneIn")
+    if isinstance(prune, Schema):
+        prune.additional_properties = False
+        prune.description = (
+            "Exactly one budget: ratio (fraction of tokens kept, in (0, 1]), target_tokens (most "
+            "tokens kept) or threshold (lowest keep score kept, in [0, 1]); no other key."
+        )
+    request = schemas.get("RerankRequest")
+    field = _property(request, "prune") if isinstance(request, Schema) else None
+    if field is not None:
+        field.description = _PRUNE_HELP
+    result = schemas.get("RerankResultOut")
+    text = _property(result, "pruned_text") if isinstance(result, Schema) else None
+    if text is not None:
+        text.description = _PRUNED_TEXT_HELP
 
 
 _RERANK_METHOD_HELP = (

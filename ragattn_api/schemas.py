@@ -13,7 +13,13 @@ import msgspec
 from msgspec import Meta, Struct
 
 from ragattn.errors import InvalidInputError, ModelOutputError
-from ragattn.types import Budget, CompressionResult, Document, RerankResults
+from ragattn.types import (
+    Budget,
+    CompressedDocument,
+    CompressionResult,
+    Document,
+    RerankResults,
+)
 
 if TYPE_CHECKING:
     from ragattn.pipeline import PipelineResult
@@ -55,13 +61,44 @@ def to_documents(values: list[str | DocumentIn]) -> list[Document]:
     return [Document(text=v) if isinstance(v, str) else v.to_document() for v in values]
 
 
+class PruneIn(Struct, kw_only=True, forbid_unknown_fields=True):
+    """The rerank routes' ``prune`` object: exactly one budget for the kept sentences of the
+    returned results, counted together (one budget across all of them, in proxy tokens).
+
+    ``ratio`` is the fraction of tokens kept, in (0, 1]; ``target_tokens`` the most tokens kept;
+    ``threshold`` the lowest keep score kept, in [0, 1]: the compress route's budgets, without its
+    LLMLingua aliases. Unlike the top-level fields (Cohere's, whose unknown siblings are ignored
+    with a warning) an unknown key in here is a 400: the object is ours, and a misspelt budget
+    must not pass.
+    """
+
+    ratio: Fraction | None = None
+    target_tokens: PositiveInt | None = None
+    threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
+
+    def budget(self) -> Budget:
+        """The one :class:`~ragattn.types.Budget` named here.
+
+        Raises:
+            InvalidInputError: none or more than one budget.
+        """
+        try:
+            return Budget.from_args(self.ratio, self.target_tokens, self.threshold)
+        except InvalidInputError as exc:
+            raise InvalidInputError(
+                "send exactly one budget in 'prune': ratio, target_tokens or threshold"
+            ) from exc
+
+
 class RerankRequest(Struct, kw_only=True):
     """Cohere v1/v2 rerank request, TEI's ``texts``, and the ``top_k``, ``return_text`` aliases.
 
     Exactly one of ``documents`` and ``texts``; at most one of ``top_n`` and its alias ``top_k``.
     ``method`` (ours, optional) picks a ``ragattn.rerank.METHODS`` name for this request; ``model``
     stays Cohere's field, accepted and ignored: Cohere clients always send one of Cohere's model
-    names, which must not change or break the ranking.
+    names, which must not change or break the ranking. ``prune`` (ours, optional) asks for each
+    result's kept sentences under one budget, ranked and pruned from the compressor's one read
+    (:meth:`resolved_prune`); it excludes ``method``.
     """
 
     query: Text
@@ -78,6 +115,7 @@ class RerankRequest(Struct, kw_only=True):
     raw_scores: bool = False
     priority: int | None = None
     method: str | None = None
+    prune: PruneIn | None = None
 
     def resolved_documents(self) -> list[Document]:
         """The candidates from ``documents`` or ``texts`` (exactly one of them)."""
@@ -95,16 +133,37 @@ class RerankRequest(Struct, kw_only=True):
     def resolved_return_documents(self) -> bool:
         return bool(self.return_documents or self.return_text)
 
+    def resolved_prune(self) -> Budget | None:
+        """The pruning budget (``None``: no ``prune``, the plain rerank).
+
+        Raises:
+            InvalidInputError: not exactly one budget in ``prune``, or ``prune`` with ``method``
+                (with ``prune`` the compressor's method ranks; a rerank method cannot also).
+        """
+        if self.prune is None:
+            return None
+        if self.method is not None:
+            raise InvalidInputError(
+                "send 'prune' or 'method', not both: with 'prune' the compressor's one read "
+                "ranks and prunes (the response's 'method' names it)"
+            )
+        return self.prune.budget()
+
 
 class RerankDocumentOut(Struct):
     text: str
 
 
 class RerankResultOut(Struct, omit_defaults=True):
+    """One ranked document; ``pruned_text`` and ``kept_spans`` only when the request sent
+    ``prune`` (a request without it gets exactly Cohere's keys)."""
+
     index: int
     relevance_score: float
     document: RerankDocumentOut | None = None
     raw_score: float | None = None
+    pruned_text: str | None = None
+    kept_spans: list[KeptSpanOut] | None = None
 
 
 class ApiVersion(Struct):
@@ -116,16 +175,30 @@ class BilledUnits(Struct):
     input_tokens: int
 
 
-class RerankMeta(Struct):
+class PruningOut(Struct):
+    """Token counts of a pruned rerank, in ``tokenizer``'s tokens: ``origin_tokens`` of the
+    returned results' texts together, ``compressed_tokens`` of their kept sentences together;
+    ``ratio`` is compressed / origin (the fraction kept)."""
+
+    origin_tokens: int
+    compressed_tokens: int
+    ratio: float
+    tokenizer: str
+
+
+class RerankMeta(Struct, omit_defaults=True):
+    """Cohere's ``meta``; ``pruning`` only when the request sent ``prune``."""
+
     api_version: ApiVersion
     billed_units: BilledUnits
     warnings: list[str]
+    pruning: PruningOut | None = None
 
 
 class RerankResponse(Struct, omit_defaults=True):
     """Cohere's rerank response; ``model`` is an extra key naming the proxy that scored, and
-    ``method`` one naming the rerank method, present only when the request named one (a request
-    without ``method`` gets exactly Cohere's shape plus ``model``)."""
+    ``method`` one naming the method that ranked, present only when the request named one or sent
+    ``prune`` (a request with neither gets exactly Cohere's shape plus ``model``)."""
 
     id: str
     results: list[RerankResultOut]
@@ -145,16 +218,27 @@ class RerankResponse(Struct, omit_defaults=True):
         return_documents: bool,
         raw_scores: bool,
         warnings: list[str],
+        pruned: CompressionResult | None = None,
     ) -> RerankResponse:
+        """The wire response of ``result``; with ``pruned`` (the compression of the same call,
+        one document per result) each result also carries its ``pruned_text`` and ``kept_spans``,
+        ``meta.pruning`` the token counts, ``meta.warnings`` the compression's warnings and
+        ``method`` the ranking method (``result.method``)."""
+        kept = {d.index: d for d in pruned.documents} if pruned is not None else {}
+        if pruned is not None and sorted(kept) != sorted(r.index for r in result):
+            raise ModelOutputError("the pruned documents are not the ranked ones")
         items = []
         for r in result:
             score = _finite(r.relevance_score, "relevance_score")
+            doc = kept.get(r.index)
             items.append(
                 RerankResultOut(
                     index=r.index,
                     relevance_score=score,
                     document=RerankDocumentOut(text=r.document.text) if return_documents else None,
                     raw_score=_finite(r.raw_score, "raw_score") if raw_scores else None,
+                    pruned_text=doc.text if doc is not None else None,
+                    kept_spans=_kept_spans(doc) if doc is not None else None,
                 )
             )
         n_docs = max((r.index for r in result), default=-1) + 1
@@ -166,10 +250,32 @@ class RerankResponse(Struct, omit_defaults=True):
                 billed_units=BilledUnits(
                     search_units=max(1, math.ceil(n_docs / 100)), input_tokens=input_tokens
                 ),
-                warnings=[*warnings, *result.warnings],
+                warnings=[
+                    *warnings,
+                    *result.warnings,
+                    *(pruned.warnings if pruned is not None else ()),
+                ],
+                pruning=_pruning(pruned) if pruned is not None else None,
             ),
             model=model,
+            method=result.method if pruned is not None else None,
         )
+
+
+def _pruning(result: CompressionResult) -> PruningOut:
+    return PruningOut(
+        origin_tokens=result.origin_tokens,
+        compressed_tokens=result.compressed_tokens,
+        ratio=_finite(result.ratio, "ratio"),
+        tokenizer=result.tokenizer,
+    )
+
+
+def _kept_spans(document: CompressedDocument) -> list[KeptSpanOut]:
+    return [
+        KeptSpanOut(start=s.start, end=s.end, score=_finite(s.score, "score"), text=s.text)
+        for s in document.kept_spans
+    ]
 
 
 def _one_top_n(top_n: int | None, top_k: int | None) -> int | None:
@@ -231,6 +337,9 @@ class CompressRequest(Struct, kw_only=True):
 
 
 class KeptSpanOut(Struct):
+    """A kept sentence: ``[start, end)`` in Unicode code points of its document's ``text`` as
+    sent (``text[start:end]`` in Python is ``text``), and its keep score in [0, 1]."""
+
     start: int
     end: int
     score: float
@@ -284,10 +393,7 @@ def compressed_documents(result: CompressionResult) -> list[CompressedDocumentOu
         CompressedDocumentOut(
             index=d.index,
             text=d.text,
-            kept_spans=[
-                KeptSpanOut(start=s.start, end=s.end, score=_finite(s.score, "score"), text=s.text)
-                for s in d.kept_spans
-            ],
+            kept_spans=_kept_spans(d),
             sentence_scores=[_finite(x, "sentence_score") for x in d.sentence_scores],
         )
         for d in result.documents
@@ -403,14 +509,19 @@ class RetrieveResponse(Struct):
 class AskRequest(Struct, kw_only=True):
     """``POST /v1/ask``: answer a question over the configured index (RAG end to end).
 
-    ``order`` is the context order for the generator (``best_first``, ``best_last``, ``edges``;
-    default: the library's measured default). ``rerank`` / ``compress`` switch those stages off.
+    ``flow`` is ``one_read`` (default: one proxy read of the ``top_k`` candidates ranks them and
+    keeps their best sentences) or ``two_pass`` (rerank, keep ``top_n``, compress those).
+    ``top_n`` and ``ratio`` default by flow: every candidate and 0.2 for one read, 5 and 0.5 for
+    two passes. ``order`` is the context order for the generator (``best_first``, ``best_last``,
+    ``edges``; default: the library's measured default). ``rerank`` / ``compress`` switch those
+    stages off (without compression the flow is two passes).
     """
 
     question: Text
+    flow: Literal["one_read", "two_pass"] = "one_read"
     top_k: PositiveInt = 20
-    top_n: PositiveInt = 5
-    ratio: Fraction = 0.5
+    top_n: PositiveInt | None = None
+    ratio: Fraction | None = None
     order: Literal["best_first", "best_last", "edges"] | None = None
     mode: SearchMode | None = None
     rerank: bool = True
@@ -433,23 +544,29 @@ class AskSourceOut(Struct, omit_defaults=True):
 
 
 class AskTimingsOut(Struct):
-    """Seconds per pipeline stage."""
+    """Seconds per pipeline stage; ``read`` is the one read that ranks and prunes (``rerank``
+    and ``compress`` are 0 then)."""
 
     retrieve: float
     rerank: float
     compress: float
+    read: float
     cache: float
     generate: float
     total: float
 
 
 class AskResponse(Struct):
-    """The answer, its sources, context tokens before/after compression (``tokenizer``'s tokens),
-    generator token usage, per-stage timings and whether the answer came from the cache."""
+    """The answer, its sources (best first), context tokens before/after compression
+    (``tokenizer``'s tokens), generator token usage, per-stage timings and whether the answer came
+    from the cache; ``flow`` is the flow that ran and ``ranked_by`` the method that ordered the
+    sources (null: first-stage order)."""
 
     id: str
     answer: str
     model: str
+    flow: str
+    ranked_by: str | None
     order: str
     sources: list[AskSourceOut]
     tokens_before: int
@@ -486,6 +603,8 @@ class AskResponse(Struct):
             id=id,
             answer=result.answer.text,
             model=result.answer.model,
+            flow=result.flow,
+            ranked_by=result.ranked_by,
             order=result.order,
             sources=sources,
             tokens_before=result.tokens_before,
@@ -498,6 +617,7 @@ class AskResponse(Struct):
                 retrieve=t.retrieve,
                 rerank=t.rerank,
                 compress=t.compress,
+                read=t.read,
                 cache=t.cache,
                 generate=t.generate,
                 total=t.total,
@@ -554,6 +674,8 @@ __all__ = [
     "DocumentIn",
     "ErrorResponse",
     "HealthResponse",
+    "PruneIn",
+    "PruningOut",
     "ReadyResponse",
     "RerankCompressRequest",
     "RetrieveRequest",

@@ -59,6 +59,10 @@ async def test_ask_answers_with_sources_and_caches(
     assert body["ratio"] == pytest.approx(body["tokens_after"] / body["tokens_before"])
     assert body["prompt_tokens"] > 0 and body["completion_tokens"] > 0
     assert body["timings"]["generate"] > 0
+    # the default flow: one read ranks and prunes every candidate
+    assert body["flow"] == "one_read"
+    assert body["ranked_by"] == "sentinel:document-probe"
+    assert body["timings"]["read"] > 0 and body["timings"]["rerank"] == 0.0
     assert second.status_code == 200, second.text
     again = second.json()
     assert second.headers["x-ragattn-cache"] == "hit"
@@ -99,11 +103,27 @@ async def test_ask_errors(make_app: Callable[..., Litestar], index_dir: Path) ->
         too_many = await c.post("/v1/ask", json={"question": "q", "top_k": 6, "mode": "bm25"})
         bad_order = await c.post("/v1/ask", json={"question": "q", "order": "middle"})
         bad_ratio = await c.post("/v1/ask", json={"question": "q", "top_k": 3, "ratio": 0})
+        bad_flow = await c.post("/v1/ask", json={"question": "q", "flow": "both"})
     assert (empty.status_code, empty.json()["error_type"]) == (400, "invalid_request")
     assert (too_many.status_code, too_many.json()["error_type"]) == (413, "input_too_large")
     assert (bad_order.status_code, bad_order.json()["error_type"]) == (400, "invalid_request")
     assert (bad_ratio.status_code, bad_ratio.json()["error_type"]) == (400, "invalid_request")
     assert "ratio" in bad_ratio.json()["message"]
+    assert (bad_flow.status_code, bad_flow.json()["error_type"]) == (400, "invalid_request")
+    assert "$.flow" in bad_flow.json()["message"]
+
+
+async def test_ask_two_pass_flow_reranks_then_compresses(
+    make_app: Callable[..., Litestar], index_dir: Path
+) -> None:
+    payload = {"question": QUESTION, "mode": "bm25", "top_k": 3, "flow": "two_pass"}
+    async with AsyncTestClient(app=make_app(index_dir=str(index_dir))) as c:
+        resp = await c.post("/v1/ask", json=payload)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert (body["flow"], body["ranked_by"]) == ("two_pass", "minilm")
+    assert body["timings"]["read"] == 0.0 and body["timings"]["compress"] > 0
+    assert len(body["sources"]) == 3 and body["sources"][0]["id"] == "eiffel"
 
 
 async def test_ask_is_absent_without_an_index(make_app: Callable[..., Litestar]) -> None:
