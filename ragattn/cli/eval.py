@@ -1,5 +1,5 @@
-"""``ragattn eval``: rerank and compression evaluations (:mod:`ragattn.lab.evaluation`) printing
-one table each."""
+"""``ragattn eval``: rerank, compression and matched-budget context evaluations
+(:mod:`ragattn.lab.evaluation`) printing one table each."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import typer
 from ragattn.cli._help import DTYPE_HELP, listing_methods
 
 eval_app = typer.Typer(
-    help="Evaluate reranking (nDCG@10) and compression (supporting-fact recall)."
+    help="Evaluate reranking (nDCG@10), compression (supporting-fact recall) and the context "
+    "that reaches the generator at matched budgets."
 )
 
 BASELINE_RANKERS = ("bm25", "minilm")
@@ -238,5 +239,109 @@ def eval_compress(
     )
     first = f", from question {offset}" if offset else ""
     typer.echo(f"{dataset}: {len(examples)} questions{first}\n" + report.to_markdown())
+    if out:
+        out.write_text(json.dumps(report.to_dict(), indent=2))
+
+
+CONTEXT_SETS = ("hotpotqa", "hotpotqa-fullwiki", "2wiki", "scifact", "squad")
+"""The sets of ``eval context`` (:data:`ragattn.lab.evaluation.context.SETS`), named here so that
+``--help`` loads no model code."""
+CONTEXT_SYSTEMS = (
+    "compress",
+    "rerank-stuff",
+    "rerank3-compress",
+    "rerank5-compress",
+    "lexical",
+    "first-stage",
+)
+"""The systems compared with ``one-read`` (:data:`ragattn.lab.evaluation.context.SYSTEMS`)."""
+
+
+@eval_app.command("context")
+def eval_context(
+    dataset: str = typer.Option(
+        ...,
+        help=f"One of {', '.join(CONTEXT_SETS)} (HotpotQA dev distractor / fullwiki, 2Wiki-200, "
+        "SciFact test claims over BM25 top-20 abstracts, SQuAD's first 1,000 answerable "
+        "questions over their article's paragraphs).",
+    ),
+    data_dir: Path = typer.Option(
+        Path("../shared/data"), envvar="RAGATTN_DATA_DIR", help="The shared data folder."
+    ),
+    budget: list[str] = typer.Option(
+        ["0.1", "0.2", "256", "512"],
+        help="A ratio of the candidates' tokens in (0, 1] (0.2) or a number of proxy tokens, an "
+        "integer > 1 (256); repeatable.",
+    ),
+    system: list[str] = typer.Option(
+        [],
+        help=f"Systems beside one-read (always run: it sets the tokens), comma-separated or "
+        f"repeated, of {', '.join(CONTEXT_SYSTEMS)}; default all but compress (the same "
+        "read and context as one-read).",
+    ),
+    limit: int | None = typer.Option(
+        None,
+        min=1,
+        help="Evaluate N questions (default: the set's evaluation slice: 2Wiki 200, SQuAD 1,000, "
+        "every question of the others).",
+    ),
+    offset: int = typer.Option(
+        0,
+        min=0,
+        help="Skip this many questions first (2Wiki and SQuAD never read past 300 / 1,000).",
+    ),
+    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    threads: int | None = typer.Option(None, help="torch threads."),
+    dtype: str = typer.Option("auto", help=DTYPE_HELP),
+    cache_dir: Path | None = typer.Option(
+        None,
+        help="Append each question's outcomes to a JSONL file here and reuse them (keyed by set, "
+        "question, system, budget and the systems' fingerprint): an interrupted run resumes.",
+    ),
+    out: Path | None = typer.Option(None, help="Write the report as JSON."),
+    cascade: str | None = typer.Option(
+        None,
+        help="The default compressor's read behind a cascade KEEP:SCORER[+links][@CAP] (e.g. "
+        "0.8:lexical+links@768; 'none' reads every candidate whole; default: the compressor's "
+        "default), for one-read and the rerankK-compress systems.",
+    ),
+    min_room: float = typer.Option(
+        2.0, help="With --cascade: attention reads at least this many times the budget's tokens."
+    ),
+) -> None:
+    """Evidence recall, answer kept, passages touched, tokens and seconds per question of the
+    one-read default and of pipelines given exactly its tokens (docs/context-eval.md)."""
+    from ragattn.errors import InvalidInputError
+    from ragattn.lab.evaluation import context as ctx
+    from ragattn.proxy import load_proxy
+
+    names = [s for value in system for s in _methods(value)] or [
+        s for s in ctx.SYSTEMS if s != "compress"
+    ]
+    if unknown := [n for n in names if n not in ctx.SYSTEMS]:
+        raise typer.BadParameter(f"unknown systems {unknown}; valid: {', '.join(ctx.SYSTEMS)}")
+    try:
+        budgets = [ctx.parse_budget(b) for b in budget]
+        questions = ctx.load_context_set(dataset, data_dir, offset=offset, limit=limit)
+    except InvalidInputError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if not questions:
+        raise typer.BadParameter(f"--offset {offset} skips every question of {dataset}")
+    from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
+
+    read: Cascade | None = DEFAULT_CASCADE
+    if cascade is not None:
+        try:
+            read = None if cascade == "none" else Cascade.parse(cascade, min_room=min_room)
+        except InvalidInputError as exc:
+            raise typer.BadParameter(str(exc)) from exc
+    loaded = load_proxy(proxy, threads=threads, dtype=dtype)
+    systems = ctx.ContextSystems.from_proxy(loaded, cascade=read)
+    cache = None
+    if cache_dir is not None:
+        cache = ctx.OutcomeCache(cache_dir, dataset, systems.fingerprint())
+    report = ctx.evaluate_context(dataset, questions, systems, budgets, names, cache=cache)
+    first = f", from question {offset}" if offset else ""
+    typer.echo(f"{dataset}{first}\n" + report.to_markdown())
     if out:
         out.write_text(json.dumps(report.to_dict(), indent=2))

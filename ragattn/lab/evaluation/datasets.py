@@ -503,3 +503,84 @@ def split_for_training(
         u = int.from_bytes(digest[:8], "big") / 2**64
         (train if u < holdout_fraction else evaluation).append(ex)
     return DataSplit(train=tuple(train), evaluation=tuple(evaluation))
+
+
+def load_squad_articles(path: str | Path, limit: int | None = None) -> tuple[QAExample, ...]:
+    """SQuAD v2 answerable questions, each over every paragraph of its article (the article is
+    the first stage's output, its paragraphs in article order); first ``limit`` questions.
+
+    The questions are those of :func:`load_squad` (same order, same answers); gold sentences are
+    the sentences of the question's own paragraph holding an ``answer_start``, and the other
+    paragraphs carry none.
+    """
+    articles: list[tuple[Passage, ...]] = []
+    owners: dict[str, tuple[int, int]] = {}
+    for a, article in enumerate(_read_json(Path(path))["data"]):
+        title = article["title"]
+        articles.append(
+            tuple(split_passage(title, p["context"], is_gold=False) for p in article["paragraphs"])
+        )
+        for k, para in enumerate(article["paragraphs"]):
+            owners.update({str(qa["id"]): (a, k) for qa in para["qas"]})
+    examples = []
+    for ex in load_squad(path, limit):
+        a, k = owners[ex.qid]
+        passages = list(articles[a])
+        passages[k] = ex.passages[0]
+        examples.append(
+            QAExample(
+                qid=ex.qid, question=ex.question, answers=ex.answers, passages=tuple(passages)
+            )
+        )
+    return tuple(examples)
+
+
+def load_scifact_retrieved(
+    path: str | Path,
+    split: Literal["test", "train"] = "test",
+    k: int = 20,
+    limit: int | None = None,
+) -> tuple[QAExample, ...]:
+    """SciFact claims with rationales, each over its BM25 top-``k`` abstracts of the whole corpus
+    (:func:`bm25_candidates`, in BM25 order) instead of the abstracts it cites.
+
+    The claims are those of :func:`load_scifact_rationales` (claims with evidence, by id; no
+    answers). An abstract's sentences come from ``corpus_sentences.jsonl`` joined as in
+    :func:`joined_passage`; its supporting sentences are the claim's evidence sentences in it, so
+    a claim whose evidence abstracts BM25 missed carries fewer gold sentences, or none.
+    """
+    folder = Path(path)
+    claims = load_scifact_rationales(folder, split, limit)
+    wanted = {c.qid for c in claims}
+    evidence: dict[str, dict[str, set[int]]] = {}
+    for row in read_jsonl(folder / "evidence.jsonl"):
+        if str(row["query_id"]) in wanted:
+            evidence.setdefault(str(row["query_id"]), {}).setdefault(
+                str(row["doc_id"]), set()
+            ).update(int(i) for i in row["evidence_sentence_ids"])
+    sentences = {str(d["_id"]): d for d in read_jsonl(folder / "corpus_sentences.jsonl")}
+    corpus = {
+        d: CorpusDoc(
+            doc_id=d,
+            title=doc["title"],
+            text=joined_passage(doc["title"], doc["sentences"], (), is_gold=False)[0].text,
+        )
+        for d, doc in sentences.items()
+    }
+    hits = bm25_candidates(corpus, {c.qid: c.question for c in claims}, k=k)
+    examples = []
+    for claim, hit in zip(claims, hits, strict=True):
+        gold = evidence.get(claim.qid, {})
+        passages = tuple(
+            joined_passage(
+                sentences[c.doc_id]["title"],
+                sentences[c.doc_id]["sentences"],
+                gold.get(c.doc_id, ()),
+                is_gold=c.doc_id in gold,
+            )[0]
+            for c in hit.candidates
+        )
+        examples.append(
+            QAExample(qid=claim.qid, question=claim.question, answers=(), passages=passages)
+        )
+    return tuple(examples)
