@@ -1,63 +1,126 @@
-"""``ragattn demo`` and ``ragattn version``: the built-in example and the package version."""
+"""``ragattn demo`` and ``ragattn version``: the built-in example and the package version.
+
+The demo shows the product's main flow on its own six passages: one read of every candidate by
+the packaged proxy ranks them and keeps their best sentences under a budget (the context that goes
+to the generator), and beside it what a pipeline that reranks and pastes the best passages
+("rerank and stuff") would send with exactly as many tokens.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import typer
+
+DEMO_RATIO = 0.3
+"""The demo's budget: 30 % of the six passages' tokens (the demo's default since its first
+release, kept as it was when the flow changed, not tuned to the example)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DemoScreen:
+    """What ``ragattn demo`` shows.
+
+    Attributes:
+        ranked: the one read's ranking of every passage (best first).
+        context: the one read's compression: the context for the generator.
+        read_s: wall seconds of the one read.
+        stuffed: the default reranker's best passages, whole sentences, cut at the context's
+            token count (``context.compressed_tokens``, in the proxy's tokenizer).
+        stuffed_ids: the passages ``stuffed`` touches, in its order.
+        stuffed_tokens: its length in the proxy's tokens (never more than the context's).
+        rerank_method: the reranker that ordered ``stuffed``.
+    """
+
+    ranked: Any
+    context: Any
+    read_s: float
+    stuffed: str
+    stuffed_ids: tuple[str, ...]
+    stuffed_tokens: int
+    rerank_method: str
+
+
+def demo_screen(proxy: Any, ratio: float = DEMO_RATIO) -> DemoScreen:
+    """One read of the demo's passages at ``ratio``, and rerank-and-stuff at the same tokens."""
+    import time
+
+    from ragattn.compress import Compressor
+    from ragattn.demo import DOCUMENTS, QUERY
+    from ragattn.lab.evaluation.context import ContextQuestion, n_tokens, stuff
+    from ragattn.rerank import Reranker
+
+    started = time.perf_counter()
+    ranked, context = Compressor(proxy).rerank_and_compress(QUERY, DOCUMENTS, ratio=ratio)
+    read_s = time.perf_counter() - started
+    reranker = Reranker(proxy)
+    order = [r.index for r in reranker.rerank(QUERY, DOCUMENTS)]
+    question = ContextQuestion(
+        qid="demo", query=QUERY, candidates=DOCUMENTS, gold=tuple(() for _ in DOCUMENTS)
+    )
+    kept = stuff(question, order, context.compressed_tokens, proxy.tokenizer)
+    touched = dict.fromkeys(doc for doc, _, _ in kept.spans)
+    return DemoScreen(
+        ranked=ranked,
+        context=context,
+        read_s=read_s,
+        stuffed=kept.text,
+        stuffed_ids=tuple(str(DOCUMENTS[d].id) for d in touched),
+        stuffed_tokens=n_tokens(proxy.tokenizer, kept.text),
+        rerank_method=reranker.method,
+    )
 
 
 def demo(
     proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
-    ratio: float = typer.Option(0.3, help="Fraction of context tokens to keep."),
-    top_n: int = typer.Option(3, help="Documents to keep after reranking."),
+    ratio: float = typer.Option(
+        DEMO_RATIO, min=0.0, max=1.0, help="Fraction of the passages' tokens the context keeps."
+    ),
 ) -> None:
-    """Rerank and compress a built-in example with the packaged proxy (no Redis, no index)."""
-    import time
-
+    """Read a built-in question's six passages once with the packaged proxy: their ranking, the
+    context for the generator, and rerank-and-stuff at the same tokens (no Redis, no index)."""
     from rich.console import Console
     from rich.table import Table
 
-    from ragattn.compress import Compressor
-    from ragattn.demo import DOCUMENTS, QUERY
+    from ragattn.demo import QUERY
     from ragattn.proxy import load_proxy
-    from ragattn.rerank import Reranker
 
     console = Console()
     loaded = load_proxy(proxy)
     console.print(f"proxy [bold]{loaded.name}[/] loaded in {loaded.load_seconds:.1f} s")
-    console.print(f"query: [bold]{QUERY}[/]")
-    started = time.perf_counter()
-    ranked = Reranker(loaded).rerank(QUERY, DOCUMENTS, top_n=top_n)
-    rerank_s = time.perf_counter() - started
-    table = Table(title=f"rerank ({ranked.method}, {rerank_s:.2f} s)")
-    for col in ("rank", "input index", "id", "relevance_score", "raw_score"):
+    console.print(f"question: [bold]{QUERY}[/]")
+    screen = demo_screen(loaded, ratio)
+    out = screen.context
+    kept = {d.index: d for d in out.documents}
+    table = Table(
+        title=f"one read: the candidates ranked ({screen.ranked.method}, "
+        f"{screen.read_s:.2f} s, ranking and pruning from one forward)"
+    )
+    for col in ("rank", "input index", "id", "relevance_score", "sentences kept"):
         table.add_column(col)
-    for rank, res in enumerate(ranked, start=1):
+    for rank, res in enumerate(screen.ranked, start=1):
+        doc = kept[res.index]
         table.add_row(
             str(rank),
             str(res.index),
             str(res.document.id),
             f"{res.relevance_score:.3f}",
-            f"{res.raw_score:.3f}",
+            f"{len(doc.kept_spans)} of {len(doc.sentence_spans)}",
         )
     console.print(table)
-    from ragattn.rerank import METHODS
-
-    spec = METHODS[ranked.method]
     console.print(
-        "[dim]input index: position in the input list; "
-        f"{spec.score_scale} (method {spec.name!r}, the same on every route); "
-        f"{'independent of' if spec.order_free else 'depends on'} the input order[/]"
-    )
-    started = time.perf_counter()
-    out = Compressor(loaded).compress(QUERY, [r.document for r in ranked], ratio=ratio)
-    compress_s = time.perf_counter() - started
-    console.print(
-        f"compress ({out.method}, {compress_s:.2f} s): "
-        f"{out.origin_tokens} -> {out.compressed_tokens} tokens "
-        f"(ratio {out.ratio:.2f}, counted with {out.tokenizer})"
+        f"[bold]the context for the generator[/] ({out.compressed_tokens} of {out.origin_tokens} "
+        f"tokens, ratio {ratio:g}, counted with {out.tokenizer}):"
     )
     console.print(out.compressed_text, markup=False)
-    for warning in (*ranked.warnings, *out.warnings):
+    console.print(
+        f"\n[bold]rerank and stuff[/] ({screen.rerank_method} order, whole sentences of the best "
+        f"passages, the same {out.compressed_tokens} tokens: {screen.stuffed_tokens} used; "
+        f"passages {', '.join(screen.stuffed_ids)}):"
+    )
+    console.print(screen.stuffed, markup=False)
+    for warning in (*screen.ranked.warnings, *out.warnings):
         console.print(f"[yellow]warning:[/] {warning}")
 
 
@@ -68,4 +131,4 @@ def version() -> None:
     typer.echo(__version__)
 
 
-__all__ = ["demo", "version"]
+__all__ = ["DEMO_RATIO", "DemoScreen", "demo", "demo_screen", "version"]
