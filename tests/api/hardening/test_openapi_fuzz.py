@@ -8,18 +8,23 @@ the ``st run`` command in docs/service.md. Small limits keep generated requests 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import tomllib
 
 schemathesis = pytest.importorskip("schemathesis")
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.config import SchemathesisConfig  # noqa: E402
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser from PyPI (the dev extra installs it there)
+    import tomli as tomllib
 
 pytestmark = pytest.mark.slow
 
