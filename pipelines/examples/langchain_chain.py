@@ -85,7 +85,7 @@ def main() -> None:
         base_compressor=DocumentCompressorPipeline(
             transformers=[
                 RagattnRerank(reranker=reranker, top_n=2),
-                RagattnCompressor(compressor=compressor, ratio=0.5),
+                RagattnCompressor(compressor=compressor, ratio=0.5, order="input"),
             ]
         ),
         base_retriever=KeywordRetriever(documents=DOCS),

@@ -60,7 +60,7 @@ def main() -> None:
         llm=MockLLM(),
         node_postprocessors=[
             RagattnRerankPostprocessor(reranker=reranker, top_n=2),
-            RagattnCompressPostprocessor(compressor=compressor, ratio=0.6),
+            RagattnCompressPostprocessor(compressor=compressor, ratio=0.6, order="input"),
         ],
     )
     response = engine.query("When was the Eiffel Tower completed?")

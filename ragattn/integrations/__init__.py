@@ -1,9 +1,15 @@
 """Framework adapters: ``ragattn.integrations.langchain`` and ``ragattn.integrations.llamaindex``.
 
+Their default is the product's main flow, one read: the proxy reads all candidates with the query
+once, and from that one forward come both the document ranking and the sentences kept under a
+token budget (:meth:`~ragattn.compress.Compressor.rerank_and_compress`). Rerank-only,
+compress-only (input order) and rerank-then-compress stay available as options of each adapter.
+
 Nothing here imports a framework; each submodule imports its own on first use and needs its
 extra (``pip install 'ragattn[langchain]'`` / ``'ragattn[llamaindex]'``). What they share lives
-here: :class:`Engine`, which gives every adapter sync and native async calls on any engine, and
-the budget check of the compression adapters.
+here: :class:`Engine`, which gives every adapter sync and native async calls on any engine, the
+budget check of the compression adapters (:func:`compress_args`), and the per-document view of a
+one-read result (:func:`read_documents`).
 """
 
 from __future__ import annotations
@@ -13,13 +19,22 @@ import logging
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from typing import Any, TypeVar
 
 from ragattn.client import AsyncClient, Client
-from ragattn.contract import AsyncCompressEngine, CompressEngine, RerankEngine, VerbArgs
+from ragattn.contract import AsyncCompressEngine, CompressEngine, RerankEngine, Verb, VerbArgs
 from ragattn.errors import InvalidInputError
-from ragattn.types import Budget, CompressionResult, Document, RerankResults, check_top_n
+from ragattn.types import (
+    Budget,
+    CompressedDocument,
+    CompressionResult,
+    Document,
+    KeptSpan,
+    RerankResults,
+    check_top_n,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -29,6 +44,13 @@ text the adapter received (before compression) and keep scores in [0, 1]."""
 
 RAW_SCORE_KEY = "ragattn_raw_score"
 """Metadata key of the rerank method's raw score (method units); relevance_score is in [0, 1]."""
+
+_ROLES: dict[str, tuple[str, str, str]] = {
+    # role: (argument name, method the engine must have, in-process class)
+    "reranker": ("reranker", "rerank", "Reranker"),
+    "compressor": ("compressor", "compress", "Compressor"),
+    "reader": ("compressor", "rerank_and_compress", "Compressor"),
+}
 
 
 class Engine:
@@ -41,9 +63,10 @@ class Engine:
       config, opened per call (an httpx connection pool belongs to one event loop).
     - :class:`~ragattn.client.AsyncClient`: awaited as is; sync calls use one :class:`Client` with
       the same config, built on first use.
-    - ``None``: the in-process default (:func:`default_reranker` / :func:`default_compressor`),
-      created on the first call and shared by every adapter of the process, as LangChain users
-      expect of ``CohereRerank()`` or ``FlashrankRerank()``.
+    - ``None``: the in-process default (:func:`default_reranker` for ``"reranker"``,
+      :func:`default_compressor` for ``"compressor"`` and ``"reader"``), created on the first
+      call and shared by every adapter of the process, as LangChain users expect of
+      ``CohereRerank()`` or ``FlashrankRerank()``.
 
     Twins are built from the config only: a custom httpx ``transport`` is not carried over.
     Result warnings (truncations, window splits) are logged here, since framework documents have
@@ -51,10 +74,11 @@ class Engine:
 
     Args:
         engine: the engine, or None for the in-process default.
-        role: ``"reranker"`` or ``"compressor"``, for the error message of a wrong engine.
+        role: what the adapter calls: ``"reranker"`` (``rerank``), ``"compressor"``
+            (``compress``) or ``"reader"`` (``rerank_and_compress``, the one read).
 
     Raises:
-        InvalidInputError: ``engine`` has no ``rerank`` / ``compress`` method for ``role``.
+        InvalidInputError: ``engine`` lacks the method of ``role``.
     """
 
     def __init__(
@@ -63,12 +87,11 @@ class Engine:
         *,
         role: str,
     ) -> None:
-        method = {"reranker": "rerank", "compressor": "compress"}[role]
+        argument, method, local = _ROLES[role]
         if engine is not None and not callable(getattr(engine, method, None)):
             raise InvalidInputError(
-                f"{role} must be a ragattn {'Reranker' if method == 'rerank' else 'Compressor'}, "
-                f"Client or AsyncClient (anything with .{method}()), or None for the in-process "
-                f"default, got {type(engine).__name__}"
+                f"{argument} must be a ragattn {local}, Client or AsyncClient (anything with "
+                f".{method}()), or None for the in-process default, got {type(engine).__name__}"
             )
         self._given = engine
         self._role = role
@@ -97,7 +120,7 @@ class Engine:
     def rerank(
         self, query: str, documents: Sequence[Document], *, top_n: int | None
     ) -> RerankResults:
-        return self._sync().rerank(query, documents, top_n=top_n)  # type: ignore[no-any-return]
+        return _logged(self._sync().rerank(query, documents, top_n=top_n))
 
     async def arerank(
         self, query: str, documents: Sequence[Document], *, top_n: int | None
@@ -127,6 +150,27 @@ class Engine:
             async with AsyncClient.from_config(self.engine.config) as client:
                 return _logged(await client.compress(query, documents, **kw))
         return _logged(await asyncio.to_thread(self._call, "compress", query, documents, **kw))
+
+    def rerank_and_compress(
+        self, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> tuple[RerankResults, CompressionResult]:
+        """The one read: ranking and kept sentences from one forward (``args`` of the
+        ``rerank_compress`` verb, checked by the adapter)."""
+        pair = self._sync().rerank_and_compress(query, documents, **args.keywords())
+        return _logged_pair(pair)
+
+    async def arerank_and_compress(
+        self, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> tuple[RerankResults, CompressionResult]:
+        """The async twin of :meth:`rerank_and_compress`; the same result."""
+        kw = args.keywords()
+        if isinstance(self.engine, AsyncClient):
+            return _logged_pair(await self.engine.rerank_and_compress(query, documents, **kw))
+        if isinstance(self.engine, Client):
+            async with AsyncClient.from_config(self.engine.config) as client:
+                return _logged_pair(await client.rerank_and_compress(query, documents, **kw))
+        pair = await asyncio.to_thread(self._call, "rerank_and_compress", query, documents, **kw)
+        return _logged_pair(pair)
 
 
 def _compress_keywords(args: VerbArgs | Mapping[str, Any]) -> dict[str, Any]:
@@ -162,23 +206,45 @@ def _logged(result: _R) -> _R:
     return result
 
 
+def _logged_pair(
+    pair: tuple[RerankResults, CompressionResult],
+) -> tuple[RerankResults, CompressionResult]:
+    # One read reports a chunked context in both halves: log each warning once.
+    results, compression = pair
+    for warning in dict.fromkeys((*results.warnings, *compression.warnings)):
+        logger.warning("ragattn: %s", warning)
+    return results, compression
+
+
 DEFAULT_ADAPTER_RATIO = 0.5
 """The budget of a compression adapter given none: keep half of the tokens (LLMLingua's default
 ``rate``)."""
-_DEFAULT_ADAPTER_BUDGET = Budget(kind="ratio", value=DEFAULT_ADAPTER_RATIO)
+
+DEFAULT_RETRIEVER_RATIO = 0.2
+"""The budget of a one-read retriever given none: keep a fifth of the tokens of the documents it
+returns (the question's answer is usually a few sentences of the best passages)."""
 
 
 def compress_args(
-    ratio: float | None, target_tokens: int | None, threshold: float | None
+    ratio: float | None,
+    target_tokens: int | None,
+    threshold: float | None,
+    *,
+    verb: Verb = "compress",
+    top_n: int | None = None,
+    default_ratio: float = DEFAULT_ADAPTER_RATIO,
 ) -> VerbArgs:
-    """The compress call of an adapter, checked once when the adapter is built: its one budget,
-    or ``ratio=DEFAULT_ADAPTER_RATIO`` when it was given none.
+    """The compress (or one-read, ``verb="rerank_compress"``) call of an adapter, checked once
+    when the adapter is built: its one budget, or ``ratio=default_ratio`` when it was given none,
+    and ``top_n`` (one read only; None keeps all).
 
     Raises:
-        InvalidInputError: more than one budget, or a value out of range.
+        InvalidInputError: more than one budget, a value out of range, a bad ``top_n``, or a
+            ``top_n`` for ``compress`` (which keeps every document).
     """
-    given = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold}
-    return VerbArgs.check("compress", given, default_budget=_DEFAULT_ADAPTER_BUDGET)
+    given = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold, "top_n": top_n}
+    default = Budget(kind="ratio", value=default_ratio)
+    return VerbArgs.check(verb, given, default_budget=default)
 
 
 def one_budget(
@@ -196,21 +262,119 @@ def one_budget(
 
 def kept_spans_metadata(result: CompressionResult, index: int) -> list[dict[str, Any]]:
     """The kept sentences of ``documents[index]`` as plain dicts for a framework's metadata."""
-    return [
-        {"start": s.start, "end": s.end, "score": s.score, "text": s.text}
-        for s in result.documents[index].kept_spans
-    ]
+    return _spans_metadata(result.documents[index].kept_spans)
+
+
+def _spans_metadata(spans: Sequence[KeptSpan]) -> list[dict[str, Any]]:
+    return [{"start": s.start, "end": s.end, "score": s.score, "text": s.text} for s in spans]
+
+
+def check_k(k: object) -> int:
+    """``k`` itself when it is a positive integer (``bool`` is not one).
+
+    Raises:
+        InvalidInputError: anything else.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InvalidInputError("k must be a positive integer (the number of documents returned)")
+    return k
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadDocument:
+    """One ranked document of a one read, as an adapter writes it into a framework's document.
+
+    Attributes:
+        index: the document's position in the adapter's input.
+        text: the kept sentences (a concatenation of substrings of the input text; ``""`` when
+            the budget kept none of them).
+        relevance_score: in [0, 1], higher is more relevant (the engine's fixed map of
+            ``raw_score``).
+        raw_score: the ranking's own score, in the method's units (see
+            :meth:`~ragattn.compress.Compressor.rerank_and_compress`).
+        kept_spans: the kept sentences as ``{start, end, score, text}``: character offsets into
+            the input text, keep score in [0, 1].
+    """
+
+    index: int
+    text: str
+    relevance_score: float
+    raw_score: float
+    kept_spans: tuple[Mapping[str, Any], ...]
+
+    def kept_spans_metadata(self) -> list[dict[str, Any]]:
+        """The kept spans as fresh plain dicts for a framework's metadata."""
+        return [dict(s) for s in self.kept_spans]
+
+
+def read_documents(
+    results: RerankResults,
+    compression: CompressionResult,
+    *,
+    drop_empty: bool = True,
+    keep_best_sentence: bool = False,
+) -> list[ReadDocument]:
+    """The documents of one read, best first: each ranked document's kept sentences and scores.
+
+    A document the budget kept nothing of is left out (``drop_empty``, logged at INFO) or, with
+    ``keep_best_sentence``, keeps its highest-scoring sentence of the same read, beyond the budget
+    (so each ranked document comes back; skipped where the engine sent no sentence spans, a
+    client and service on different versions).
+    """
+    by_index = {d.index: d for d in compression.documents}
+    out: list[ReadDocument] = []
+    left_out = []
+    for r in results:
+        doc = by_index[r.index]
+        text, spans = doc.text, _spans_metadata(doc.kept_spans)
+        if not text and keep_best_sentence:
+            text, spans = _best_sentence(doc)
+        if not text and drop_empty:
+            left_out.append(r.index)
+            continue
+        out.append(
+            ReadDocument(
+                index=r.index,
+                text=text,
+                relevance_score=r.relevance_score,
+                raw_score=r.raw_score,
+                kept_spans=tuple(spans),
+            )
+        )
+    if left_out:
+        logger.info(
+            "ragattn: the budget kept no sentence of %d ranked document(s) (input positions %s); "
+            "they are left out",
+            len(left_out),
+            left_out,
+        )
+    return out
+
+
+def _best_sentence(doc: CompressedDocument) -> tuple[str, list[dict[str, Any]]]:
+    """The highest-scoring sentence of ``doc`` (first on ties) as its text and kept span."""
+    scores, spans = doc.sentence_scores, doc.sentence_spans
+    if not scores or len(spans) != len(scores):
+        return "", []
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+    start, end = spans[best]
+    text = doc.document.text[start:end]
+    return text, [{"start": start, "end": end, "score": scores[best], "text": text}]
 
 
 __all__ = [
     "DEFAULT_ADAPTER_RATIO",
+    "DEFAULT_RETRIEVER_RATIO",
     "KEPT_SPANS_KEY",
     "RAW_SCORE_KEY",
     "Engine",
-    "default_compressor",
-    "default_reranker",
+    "ReadDocument",
+    "check_k",
     "check_top_n",
     "compress_args",
+    "default_compressor",
+    "default_reranker",
     "kept_spans_metadata",
     "one_budget",
+    "read_documents",
 ]

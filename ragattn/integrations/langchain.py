@@ -1,30 +1,48 @@
-"""LangChain adapters: attention reranking and sentence compression as document compressors.
+"""LangChain adapters: one read of the proxy ranks documents and keeps their useful sentences.
 
-- :class:`RagattnRerank` (a ``BaseDocumentCompressor``) reorders documents best first, keeps
-  ``top_n``, and writes ``metadata["relevance_score"]`` (in [0, 1]) and
-  ``metadata["ragattn_raw_score"]`` (method units).
-- :class:`RagattnCompressor` replaces each document's ``page_content`` by its kept sentences and
-  writes ``metadata["ragattn_kept_spans"]``: ``[{start, end, score, text}]``, character offsets
-  into the text it received.
-- :class:`RagattnRetriever` (a ``BaseRetriever``) wraps any retriever with either or both.
+The default is the product's main flow, one read: the proxy reads all candidates with the query
+once, and that one forward gives both the ranking and the sentences kept under a token budget
+(:meth:`~ragattn.compress.Compressor.rerank_and_compress`).
+
+- :class:`RagattnRetriever` (a ``BaseRetriever``) wraps any retriever: by default one read over its
+  candidates, returning at most ``k`` pruned documents best first (``invoke(query, k=…)`` too).
+  Its ``rerank`` / ``compress`` steps give the earlier pipelines: rerank only, compress only, or
+  rerank then compress.
+- :class:`RagattnCompressor` (a ``BaseDocumentCompressor``): by default the same one read, best
+  first; ``order="input"`` compresses only and keeps the input order, without scores.
+- :class:`RagattnRerank` (a ``BaseDocumentCompressor``) reorders documents best first and keeps
+  ``top_n``; the text is unchanged.
+
+Metadata written (units): ``relevance_score`` in [0, 1] (higher is more relevant; a fixed map of
+the raw score, comparable within one call), ``ragattn_raw_score`` in the ranking method's units,
+and, for pruned documents, ``ragattn_kept_spans`` = ``[{start, end, score, text}]``: character
+offsets into the text the adapter received and keep scores in [0, 1]. A document whose sentences
+the budget kept none of is left out of a one read (see each class).
 
 Every engine works: in process (``Reranker`` / ``Compressor``) or the service (``Client`` /
 ``AsyncClient``). ``acompress_documents`` / ``ainvoke`` are native: they await the service, or
 run in-process work in a worker thread. Output documents are copies of the inputs with the same
 ``id``, the same original metadata plus the keys above; inputs are never modified.
 
-Use inside ``ContextualCompressionRetriever`` (``langchain-classic``)::
+Use the retriever on its own::
+
+    retriever = RagattnRetriever(base_retriever=vectorstore.as_retriever(search_kwargs={"k": 20}))
+    docs = retriever.invoke("When was the Eiffel Tower completed?", k=3)
+
+or a compressor inside ``ContextualCompressionRetriever`` (``langchain-classic``)::
 
     from langchain_classic.retrievers import ContextualCompressionRetriever
     retriever = ContextualCompressionRetriever(
-        base_compressor=RagattnRerank(reranker=Reranker(), top_n=3), base_retriever=base
+        base_compressor=RagattnCompressor(compressor=Compressor(), ratio=0.3, top_n=3),
+        base_retriever=base,
     )
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from ragattn._optional import require
 
@@ -41,23 +59,48 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
 from ragattn.contract import VerbArgs  # noqa: E402
+from ragattn.errors import InvalidInputError  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
+    DEFAULT_RETRIEVER_RATIO,
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
+    ReadDocument,
+    check_k,
     check_top_n,
     compress_args,
     kept_spans_metadata,
+    read_documents,
 )
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
+
+Order = Literal["rank", "input"]
 
 
 def _to_ragattn(documents: Sequence[LCDocument]) -> list[Document]:
     return [Document(text=d.page_content, id=d.id) for d in documents]
 
 
+def _read_output(documents: Sequence[LCDocument], read: Sequence[ReadDocument]) -> list[LCDocument]:
+    """Copies of the ranked ``documents`` with their kept text, scores and spans, best first."""
+    out = []
+    for r in read:
+        source = documents[r.index]
+        metadata = {
+            **source.metadata,
+            "relevance_score": r.relevance_score,
+            RAW_SCORE_KEY: r.raw_score,
+            KEPT_SPANS_KEY: r.kept_spans_metadata(),
+        }
+        out.append(source.model_copy(update={"page_content": r.text, "metadata": metadata}))
+    return out
+
+
 class RagattnRerank(BaseDocumentCompressor):
-    """Rerank documents with a ragattn engine; best first, ``top_n`` kept.
+    """Rerank documents with a ragattn engine; best first, ``top_n`` kept, text unchanged.
+
+    For ranked documents pruned to their useful sentences from the same read, use
+    :class:`RagattnCompressor` (its default) or :class:`RagattnRetriever`.
 
     Args:
         reranker: a ``Reranker`` (in process), ``Client`` or ``AsyncClient`` (the service);
@@ -113,9 +156,18 @@ class RagattnRerank(BaseDocumentCompressor):
 
 
 class RagattnCompressor(BaseDocumentCompressor):
-    """Prune each document to the sentences that answer the query, under one budget.
+    """Rank documents and prune each to the sentences that answer the query, from one read.
 
-    The budget covers all documents of a call together (they are compressed as one context).
+    By default (``order="rank"``) the proxy reads all documents with the query once; from that
+    forward come the ranking and the kept sentences. Documents come back best first (``top_n``
+    kept), ``page_content`` = the kept sentences, with ``metadata["relevance_score"]`` (in
+    [0, 1]), ``metadata["ragattn_raw_score"]`` (the ranking method's units) and
+    ``metadata["ragattn_kept_spans"]``. ``order="input"`` is the earlier compress-only behaviour:
+    input order, no scores, ``ragattn_kept_spans`` only.
+
+    The budget covers all documents of a call together (those ``top_n`` ranked best, or all with
+    ``order="input"``): they are compressed as one context, so documents the query does not need
+    may keep nothing.
 
     Args:
         compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
@@ -123,11 +175,15 @@ class RagattnCompressor(BaseDocumentCompressor):
         ratio: fraction of tokens to keep, in (0, 1] (default 0.5 when no budget is set); or
         target_tokens: keep at most this many tokens (the engine's tokenizer); or
         threshold: keep sentences whose keep score is at least this, in [0, 1].
+        order: ``"rank"`` (default, one read, best first) or ``"input"`` (compress only).
+        top_n: with ``order="rank"``, rank all documents and compress the best ``top_n``
+            (default None: all).
         drop_empty: leave out documents with no kept sentence (default); False keeps them with
-            empty ``page_content``. Order is always the input order.
+            empty ``page_content``.
 
     Raises:
-        InvalidInputError: more than one budget, or a wrong engine.
+        InvalidInputError: more than one budget, a wrong engine, or ``top_n`` with
+            ``order="input"``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -136,14 +192,25 @@ class RagattnCompressor(BaseDocumentCompressor):
     ratio: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
+    order: Order = "rank"
+    top_n: int | None = None
     drop_empty: bool = True
     _engine: Engine = PrivateAttr()
     _args: VerbArgs = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        self._args = compress_args(self.ratio, self.target_tokens, self.threshold)
-        self._engine = Engine(self.compressor, role="compressor")
+        ranks = self.order == "rank"
+        if not ranks and self.top_n is not None:
+            raise InvalidInputError("top_n keeps the best documents; it needs order='rank'")
+        self._args = compress_args(
+            self.ratio,
+            self.target_tokens,
+            self.threshold,
+            verb="rerank_compress" if ranks else "compress",
+            top_n=self.top_n,
+        )
+        self._engine = Engine(self.compressor, role="reader" if ranks else "compressor")
 
     def _documents(
         self, documents: Sequence[LCDocument], result: CompressionResult
@@ -157,14 +224,22 @@ class RagattnCompressor(BaseDocumentCompressor):
             out.append(source.model_copy(update={"page_content": d.text, "metadata": metadata}))
         return out
 
+    def _read(
+        self, documents: Sequence[LCDocument], pair: tuple[RerankResults, CompressionResult]
+    ) -> list[LCDocument]:
+        return _read_output(documents, read_documents(*pair, drop_empty=self.drop_empty))
+
     def compress_documents(
         self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[LCDocument]:
-        """Compress ``documents`` for ``query``; ``[]`` for no documents."""
+        """Rank and prune (or, ``order="input"``, prune) ``documents``; ``[]`` for none."""
         if not documents:
             return []
-        result = self._engine.compress(query, _to_ragattn(documents), self._args)
-        return self._documents(documents, result)
+        inputs = _to_ragattn(documents)
+        if self.order == "rank":
+            pair = self._engine.rerank_and_compress(query, inputs, self._args)
+            return self._read(documents, pair)
+        return self._documents(documents, self._engine.compress(query, inputs, self._args))
 
     async def acompress_documents(
         self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None
@@ -172,32 +247,91 @@ class RagattnCompressor(BaseDocumentCompressor):
         """The async twin of :meth:`compress_documents`; the same result."""
         if not documents:
             return []
-        result = await self._engine.acompress(query, _to_ragattn(documents), self._args)
+        inputs = _to_ragattn(documents)
+        if self.order == "rank":
+            pair = await self._engine.arerank_and_compress(query, inputs, self._args)
+            return self._read(documents, pair)
+        result = await self._engine.acompress(query, inputs, self._args)
         return self._documents(documents, result)
 
 
+_READ_SETTINGS = ("compressor", "ratio", "target_tokens", "threshold")
+
+
 class RagattnRetriever(BaseRetriever):
-    """Any retriever, then ragattn rerank, then compression (either step may be left out).
+    """Any retriever, then one read of the proxy: its candidates ranked and pruned, best first.
+
+    By default the proxy reads all of the base retriever's candidates with the query once; from
+    that forward come the ranking and the sentences kept under the budget, which covers the
+    ``k`` best documents together. At most ``k`` documents come back, best first:
+    ``page_content`` = the kept sentences, ``metadata["relevance_score"]`` in [0, 1],
+    ``metadata["ragattn_raw_score"]`` (the ranking method's units) and
+    ``metadata["ragattn_kept_spans"]`` (character offsets into the text received, keep scores in
+    [0, 1]). ``k`` documents come back whenever the base retriever found ``k`` (LangChain's
+    contract for ``k``): each of the best ``k`` keeps at least its best sentence of the read,
+    beyond the budget where the budget kept none of it. ``keep_best_sentence=False`` spends the
+    budget alone: a document whose sentences the budget kept none of is then left out (logged at
+    INFO on ``ragattn.integrations``), so fewer than ``k`` may come back.
+
+    The earlier pipelines are the steps ``rerank`` and ``compress`` (or :meth:`from_engines`):
+    given either, the retriever runs them in turn (rerank, then compress) instead of the one
+    read, and returns at most ``k`` of their documents.
 
     Args:
-        base_retriever: the first stage.
-        rerank: a :class:`RagattnRerank`, or None.
-        compress: a :class:`RagattnCompressor` (applied to the reranked documents), or None.
-            With neither, the retriever reranks with the in-process default ``RagattnRerank()``.
+        base_retriever: the first stage; all the candidates it returns are read.
+        compressor: the one read's engine: a ``Compressor`` (in process), ``Client`` or
+            ``AsyncClient`` (the service); default None: the shared in-process ``Compressor()``,
+            loaded on the first call.
+        k: the most documents returned (default 4); ``invoke(query, k=…)`` overrides it per call.
+        ratio: fraction of the ``k`` best documents' tokens to keep, in (0, 1] (default 0.2 when
+            no budget is set); or
+        target_tokens: keep at most this many tokens (the engine's tokenizer); or
+        threshold: keep sentences whose keep score is at least this, in [0, 1].
+        keep_best_sentence: see above (default True for the one read; not for the steps).
+        rerank: a :class:`RagattnRerank` step, or None.
+        compress: a :class:`RagattnCompressor` step (applied to the reranked documents), or
+            None; ``RagattnCompressor(order="input")`` keeps the rerank order.
 
-    Build one from engines with :meth:`from_engines`.
+    Raises:
+        InvalidInputError: a bad ``k``, more than one budget, a wrong engine, or the one read's
+            settings (``compressor``, a budget, ``keep_best_sentence``) together with steps.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     base_retriever: BaseRetriever
+    compressor: Any = None
+    k: int = 4
+    ratio: float | None = None
+    target_tokens: int | None = None
+    threshold: float | None = None
+    keep_best_sentence: bool | None = None
     rerank: RagattnRerank | None = None
     compress: RagattnCompressor | None = None
+    _engine: Engine | None = PrivateAttr(default=None)
+    _args: VerbArgs | None = PrivateAttr(default=None)
 
     def __init__(self, **data: Any) -> None:
-        if data.get("rerank") is None and data.get("compress") is None:
-            data["rerank"] = RagattnRerank()
         super().__init__(**data)
+        check_k(self.k)
+        if self.rerank is not None or self.compress is not None:
+            given = [n for n in _READ_SETTINGS if getattr(self, n) is not None]
+            if given or self.keep_best_sentence is not None:
+                named = ", ".join(given or ["keep_best_sentence"])
+                raise InvalidInputError(
+                    f"{named} configure the one read, which the steps (rerank, compress) replace: "
+                    "set them on the steps, or leave the steps out"
+                )
+            return
+        self._args = compress_args(
+            self.ratio,
+            self.target_tokens,
+            self.threshold,
+            verb="rerank_compress",
+            top_n=self.k,
+            default_ratio=DEFAULT_RETRIEVER_RATIO,
+        )
+        self._engine = Engine(self.compressor, role="reader")
 
     @classmethod
     def from_engines(
@@ -211,9 +345,11 @@ class RagattnRetriever(BaseRetriever):
         target_tokens: int | None = None,
         threshold: float | None = None,
     ) -> RagattnRetriever:
-        """Rerank with ``reranker`` and/or compress with ``compressor`` (in-process engines or
-        one ``Client`` for both); ``top_n`` and the budget as in the adapters. With neither engine,
-        rerank with the in-process default."""
+        """The step pipelines: rerank with ``reranker`` and/or compress with ``compressor``
+        (in-process engines or one ``Client`` for both), compression in the order it receives
+        (rerank order, or the base retriever's); ``top_n`` and the budget as in the adapters. With
+        neither engine, rerank with the in-process default. The one read is the constructor's
+        default: ``RagattnRetriever(base_retriever=…, compressor=…)``."""
         if reranker is None and compressor is None:
             return cls(base_retriever=base_retriever, rerank=RagattnRerank(top_n=top_n))
         return cls(
@@ -222,28 +358,62 @@ class RagattnRetriever(BaseRetriever):
             compress=None
             if compressor is None
             else RagattnCompressor(
-                compressor=compressor, ratio=ratio, target_tokens=target_tokens, threshold=threshold
+                compressor=compressor,
+                ratio=ratio,
+                target_tokens=target_tokens,
+                threshold=threshold,
+                order="input",
             ),
         )
 
-    def _get_relevant_documents(
-        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    def _call_args(self, k: int | None) -> tuple[int, VerbArgs | None]:
+        limit = self.k if k is None else check_k(k)
+        if self._args is None or limit == self._args.top_n:
+            return limit, self._args
+        return limit, dataclasses.replace(self._args, top_n=limit)
+
+    def _output(
+        self, documents: Sequence[LCDocument], pair: tuple[RerankResults, CompressionResult]
     ) -> list[LCDocument]:
+        read = read_documents(*pair, keep_best_sentence=self.keep_best_sentence is not False)
+        return _read_output(documents, read)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[LCDocument]:
+        """At most ``k`` (default ``self.k``) documents for ``query``, best first."""
+        limit, args = self._call_args(k)
         docs: Sequence[LCDocument] = self.base_retriever.invoke(
             query, config={"callbacks": run_manager.get_child()}
         )
+        if not docs:
+            return []
+        if self._engine is not None and args is not None:
+            pair = self._engine.rerank_and_compress(query, _to_ragattn(docs), args)
+            return self._output(docs, pair)
         if self.rerank is not None:
             docs = self.rerank.compress_documents(docs, query, callbacks=run_manager.get_child())
         if self.compress is not None:
             docs = self.compress.compress_documents(docs, query, callbacks=run_manager.get_child())
-        return list(docs)
+        return list(docs)[:limit]
 
     async def _aget_relevant_documents(
-        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun
+        self,
+        query: str,
+        *,
+        run_manager: AsyncCallbackManagerForRetrieverRun,
+        k: int | None = None,
     ) -> list[LCDocument]:
+        """The async twin of :meth:`_get_relevant_documents`; the same result."""
+        limit, args = self._call_args(k)
         docs: Sequence[LCDocument] = await self.base_retriever.ainvoke(
             query, config={"callbacks": run_manager.get_child()}
         )
+        if not docs:
+            return []
+        if self._engine is not None and args is not None:
+            pair = await self._engine.arerank_and_compress(query, _to_ragattn(docs), args)
+            return self._output(docs, pair)
         if self.rerank is not None:
             docs = await self.rerank.acompress_documents(
                 docs, query, callbacks=run_manager.get_child()
@@ -252,7 +422,7 @@ class RagattnRetriever(BaseRetriever):
             docs = await self.compress.acompress_documents(
                 docs, query, callbacks=run_manager.get_child()
             )
-        return list(docs)
+        return list(docs)[:limit]
 
 
 __all__ = ["RagattnCompressor", "RagattnRerank", "RagattnRetriever"]

@@ -1,14 +1,20 @@
-"""LlamaIndex adapters: attention reranking and sentence compression as node postprocessors.
+"""LlamaIndex adapters: one read of the proxy ranks nodes and keeps their useful sentences.
 
-- :class:`RagattnRerankPostprocessor` returns the input nodes themselves (same objects, same
-  ``node_id``), best first, ``top_n`` kept, with ``NodeWithScore.score`` set to the
-  ``relevance_score`` in [0, 1].
-- :class:`RagattnCompressPostprocessor` returns, per node, a copy with the same ``node_id``,
-  metadata, relationships and ``start_char_idx`` whose ``text`` is the kept sentences, and
-  ``metadata["ragattn_kept_spans"]`` = ``[{start, end, score, text}]`` (character offsets into the
-  node's original text; add ``start_char_idx`` for offsets into the source document). That key is
-  excluded from the LLM and embedding views of the node. Incoming scores are kept. Unlike
+- :class:`RagattnCompressPostprocessor`: by default the product's main flow, one read: the proxy
+  reads all nodes with the query once, and that one forward gives both the ranking and the
+  sentences kept under a token budget (:meth:`~ragattn.compress.Compressor.rerank_and_compress`).
+  Nodes come back best first (``top_n`` kept), each a copy with the same ``node_id``, metadata,
+  relationships and ``start_char_idx`` whose ``text`` is the kept sentences, with
+  ``NodeWithScore.score`` = ``relevance_score`` in [0, 1], ``metadata["ragattn_raw_score"]`` (the
+  ranking method's units) and ``metadata["ragattn_kept_spans"]`` = ``[{start, end, score, text}]``
+  (character offsets into the node's original text, keep scores in [0, 1]; add
+  ``start_char_idx`` for offsets into the source document). ``order="input"`` is the earlier
+  compress-only behaviour: input order, incoming scores kept, ``ragattn_kept_spans`` only. The
+  ragattn keys are excluded from the LLM and embedding views of the node. Unlike
   concatenate-and-split compressors, node identity is never lost; input nodes are not modified.
+- :class:`RagattnRerankPostprocessor` returns the input nodes themselves (same objects, same
+  ``node_id``, text unchanged), best first, ``top_n`` kept, with ``NodeWithScore.score`` set to
+  the ``relevance_score`` in [0, 1].
 
 Every engine works: in process (``Reranker`` / ``Compressor``) or the service (``Client`` /
 ``AsyncClient``). ``apostprocess_nodes`` is native: it awaits the service, or runs in-process
@@ -17,7 +23,7 @@ work in a worker thread.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ragattn._optional import require
 
@@ -37,18 +43,34 @@ from ragattn.contract import VerbArgs  # noqa: E402
 from ragattn.errors import InvalidInputError  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
+    RAW_SCORE_KEY,
     Engine,
     check_top_n,
     compress_args,
     kept_spans_metadata,
+    read_documents,
 )
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
+
+Order = Literal["rank", "input"]
 
 
 def _query(query_bundle: QueryBundle | None) -> str:
     if query_bundle is None:
         raise InvalidInputError("a query is required: pass query_str or query_bundle")
     return query_bundle.query_str
+
+
+def _payload(
+    engine: Engine, nodes: list[NodeWithScore], query: str, top_n: int | None
+) -> dict[Any, Any]:
+    """The payload of a ``RERANKING`` callback event."""
+    return {
+        EventPayload.NODES: nodes,
+        EventPayload.MODEL_NAME: type(engine.engine).__name__,
+        EventPayload.QUERY_STR: query,
+        EventPayload.TOP_K: top_n,
+    }
 
 
 def _to_ragattn(nodes: list[NodeWithScore]) -> list[Document]:
@@ -83,14 +105,6 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "RagattnRerankPostprocessor"
 
-    def _payload(self, nodes: list[NodeWithScore], query: str) -> dict[Any, Any]:
-        return {
-            EventPayload.NODES: nodes,
-            EventPayload.MODEL_NAME: type(self._engine.engine).__name__,
-            EventPayload.QUERY_STR: query,
-            EventPayload.TOP_K: self.top_n,
-        }
-
     @staticmethod
     def _nodes(nodes: list[NodeWithScore], results: RerankResults) -> list[NodeWithScore]:
         return [NodeWithScore(node=nodes[r.index].node, score=r.relevance_score) for r in results]
@@ -102,7 +116,7 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         with self.callback_manager.event(
-            CBEventType.RERANKING, payload=self._payload(nodes, query)
+            CBEventType.RERANKING, payload=_payload(self._engine, nodes, query, self.top_n)
         ) as event:
             results = self._engine.rerank(query, _to_ragattn(nodes), top_n=self.top_n)
             out = self._nodes(nodes, results)
@@ -116,7 +130,7 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         with self.callback_manager.event(
-            CBEventType.RERANKING, payload=self._payload(nodes, query)
+            CBEventType.RERANKING, payload=_payload(self._engine, nodes, query, self.top_n)
         ) as event:
             results = await self._engine.arerank(query, _to_ragattn(nodes), top_n=self.top_n)
             out = self._nodes(nodes, results)
@@ -125,9 +139,19 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
 
 
 class RagattnCompressPostprocessor(BaseNodePostprocessor):
-    """Prune each node to the sentences that answer the query, under one budget.
+    """Rank nodes and prune each to the sentences that answer the query, from one read.
 
-    The budget covers all nodes of a call together (they are compressed as one context).
+    By default (``order="rank"``) the proxy reads all nodes with the query once; from that
+    forward come the ranking and the kept sentences. Nodes come back best first (``top_n`` kept)
+    with ``score`` = ``relevance_score`` in [0, 1], ``text`` = the kept sentences,
+    ``metadata["ragattn_raw_score"]`` (the ranking method's units) and
+    ``metadata["ragattn_kept_spans"]``; a ``RERANKING`` callback event is emitted.
+    ``order="input"`` is the earlier compress-only behaviour: input order, incoming scores kept,
+    ``ragattn_kept_spans`` only.
+
+    The budget covers all nodes of a call together (those ``top_n`` ranked best, or all with
+    ``order="input"``): they are compressed as one context, so nodes the query does not need may
+    keep nothing.
 
     Args:
         compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
@@ -135,26 +159,40 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
         ratio: fraction of tokens to keep, in (0, 1] (default 0.5 when no budget is set); or
         target_tokens: keep at most this many tokens (the engine's tokenizer); or
         threshold: keep sentences whose keep score is at least this, in [0, 1].
+        order: ``"rank"`` (default, one read, best first) or ``"input"`` (compress only).
+        top_n: with ``order="rank"``, rank all nodes and compress the best ``top_n`` (default
+            None: all).
         drop_empty: leave out nodes with no kept sentence (default); False keeps them with empty
-            text. Order is always the input order.
+            text.
 
     Raises:
-        InvalidInputError: more than one budget, a wrong engine; at call time, no query or a
-            node that is not a ``TextNode``.
+        InvalidInputError: more than one budget, a wrong engine, ``top_n`` with
+            ``order="input"``; at call time, no query or a node that is not a ``TextNode``.
     """
 
     compressor: Any = None
     ratio: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
+    order: Order = "rank"
+    top_n: int | None = None
     drop_empty: bool = True
     _engine: Engine = PrivateAttr()
     _args: VerbArgs = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        self._args = compress_args(self.ratio, self.target_tokens, self.threshold)
-        self._engine = Engine(self.compressor, role="compressor")
+        ranks = self.order == "rank"
+        if not ranks and self.top_n is not None:
+            raise InvalidInputError("top_n keeps the best nodes; it needs order='rank'")
+        self._args = compress_args(
+            self.ratio,
+            self.target_tokens,
+            self.threshold,
+            verb="rerank_compress" if ranks else "compress",
+            top_n=self.top_n,
+        )
+        self._engine = Engine(self.compressor, role="reader" if ranks else "compressor")
 
     @classmethod
     def class_name(cls) -> str:
@@ -168,30 +206,39 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
                     f"nodes[{i}] is a {type(n.node).__name__}; only TextNode text can be compressed"
                 )
 
+    @staticmethod
+    def _copy(node: Any, text: str, extra: dict[str, Any]) -> Any:
+        """A copy of ``node`` with ``text`` and the ragattn ``extra`` metadata, which is kept out
+        of the node's LLM and embedding views."""
+        hidden = [k for k in extra if k not in node.excluded_llm_metadata_keys]
+        hidden_embed = [k for k in extra if k not in node.excluded_embed_metadata_keys]
+        return node.model_copy(
+            update={
+                "text": text,
+                "metadata": {**node.metadata, **extra},
+                "excluded_llm_metadata_keys": [*node.excluded_llm_metadata_keys, *hidden],
+                "excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, *hidden_embed],
+            }
+        )
+
     def _nodes(self, nodes: list[NodeWithScore], result: CompressionResult) -> list[NodeWithScore]:
         out = []
         for d in result.documents:
             if self.drop_empty and not d.text:
                 continue
-            node = nodes[d.index].node
-            copy = node.model_copy(
-                update={
-                    "text": d.text,
-                    "metadata": {
-                        **node.metadata,
-                        KEPT_SPANS_KEY: kept_spans_metadata(result, d.index),
-                    },
-                    "excluded_llm_metadata_keys": [
-                        *node.excluded_llm_metadata_keys,
-                        KEPT_SPANS_KEY,
-                    ],
-                    "excluded_embed_metadata_keys": [
-                        *node.excluded_embed_metadata_keys,
-                        KEPT_SPANS_KEY,
-                    ],
-                }
-            )
+            spans = {KEPT_SPANS_KEY: kept_spans_metadata(result, d.index)}
+            copy = self._copy(nodes[d.index].node, d.text, spans)
             out.append(NodeWithScore(node=copy, score=nodes[d.index].score))
+        return out
+
+    def _read(
+        self, nodes: list[NodeWithScore], pair: tuple[RerankResults, CompressionResult]
+    ) -> list[NodeWithScore]:
+        out = []
+        for r in read_documents(*pair, drop_empty=self.drop_empty):
+            extra = {RAW_SCORE_KEY: r.raw_score, KEPT_SPANS_KEY: r.kept_spans_metadata()}
+            copy = self._copy(nodes[r.index].node, r.text, extra)
+            out.append(NodeWithScore(node=copy, score=r.relevance_score))
         return out
 
     def _postprocess_nodes(
@@ -201,7 +248,14 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         self._check(nodes)
-        return self._nodes(nodes, self._engine.compress(query, _to_ragattn(nodes), self._args))
+        if self.order == "input":
+            return self._nodes(nodes, self._engine.compress(query, _to_ragattn(nodes), self._args))
+        payload = _payload(self._engine, nodes, query, self.top_n)
+        with self.callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
+            pair = self._engine.rerank_and_compress(query, _to_ragattn(nodes), self._args)
+            out = self._read(nodes, pair)
+            event.on_end(payload={EventPayload.NODES: out})
+        return out
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
@@ -210,8 +264,15 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
         if not nodes:
             return []
         self._check(nodes)
-        result = await self._engine.acompress(query, _to_ragattn(nodes), self._args)
-        return self._nodes(nodes, result)
+        if self.order == "input":
+            result = await self._engine.acompress(query, _to_ragattn(nodes), self._args)
+            return self._nodes(nodes, result)
+        payload = _payload(self._engine, nodes, query, self.top_n)
+        with self.callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
+            pair = await self._engine.arerank_and_compress(query, _to_ragattn(nodes), self._args)
+            out = self._read(nodes, pair)
+            event.on_end(payload={EventPayload.NODES: out})
+        return out
 
 
 __all__ = ["RagattnCompressPostprocessor", "RagattnRerankPostprocessor"]

@@ -1,9 +1,15 @@
 """LangChain adapters on the in-process engines and on a live service: same order, scores,
-metadata and document identity, sync and async alike, also inside ContextualCompressionRetriever."""
+metadata and document identity, sync and async alike, also inside ContextualCompressionRetriever.
+
+The one read (the retriever's and the compressor's default) is compared with the engine's own
+``rerank_and_compress`` on the same documents; the earlier step pipelines with ``rerank`` /
+``compress``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 from typing import Any
 
@@ -22,6 +28,9 @@ from ragattn.integrations.langchain import (  # noqa: E402
     RagattnRerank,
     RagattnRetriever,
 )
+
+KEPT = "ragattn_kept_spans"
+RAW = "ragattn_raw_score"
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +55,38 @@ def lc_docs(corpus: Any) -> list[Document]:
 
 def expected_rerank(reranker: Any, corpus: Any, top_n: int | None) -> Any:
     return reranker.rerank(corpus.query, list(corpus.texts), top_n=top_n)
+
+
+def expected_read(compressor: Any, corpus: Any, **kw: Any) -> Any:
+    """The engine's own one read of the corpus: ``(RerankResults, CompressionResult)``."""
+    return compressor.rerank_and_compress(corpus.query, list(corpus.texts), **kw)
+
+
+def assert_read(
+    out: list[Document], inputs: list[Document], pair: Any, *, drop_empty: bool = True
+) -> None:
+    """``out`` is the one read ``pair`` of ``inputs``: best first, each a copy with the kept
+    text, the original metadata plus scores and kept spans that slice back to the input text."""
+    ranked, compression = pair
+    kept = {d.index: d for d in compression.documents}
+    want = [r for r in ranked if kept[r.index].text or not drop_empty]
+    assert [d.id for d in out] == [inputs[r.index].id for r in want]
+    for got, r in zip(out, want, strict=True):
+        source, doc = inputs[r.index], kept[r.index]
+        assert got is not source and got.page_content == doc.text
+        spans = got.metadata[KEPT]
+        assert [(s["start"], s["end"], s["text"]) for s in spans] == [
+            (s.start, s.end, s.text) for s in doc.kept_spans
+        ]
+        assert all(source.page_content[s["start"] : s["end"]] == s["text"] for s in spans)
+        assert got.metadata == {
+            **source.metadata,
+            "relevance_score": pytest.approx(r.relevance_score, abs=1e-9),
+            RAW: pytest.approx(r.raw_score, abs=1e-9),
+            KEPT: spans,
+        }
+    scores = [d.metadata["relevance_score"] for d in out]
+    assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
 
 
 def test_rerank_order_scores_metadata_and_identity(
@@ -90,17 +131,18 @@ def test_rerank_inside_contextual_compression_retriever(
     )
 
 
-def test_compressor_keeps_spans_and_identity(
+def test_compressor_in_input_order_keeps_spans_and_identity(
     engines: tuple[Any, Any], compressor: Any, corpus: Any
 ) -> None:
+    """``order="input"``: the earlier compress-only behaviour (input order, no scores)."""
     inputs = lc_docs(corpus)
-    adapter = RagattnCompressor(compressor=engines[1], ratio=0.5, drop_empty=False)
+    adapter = RagattnCompressor(compressor=engines[1], ratio=0.5, order="input", drop_empty=False)
     out = adapter.compress_documents(inputs, corpus.query)
     want = compressor.compress(corpus.query, list(corpus.texts), ratio=0.5)
     assert [d.id for d in out] == list(corpus.ids)
     for got, source, w in zip(out, inputs, want.documents, strict=True):
         assert got.page_content == w.text
-        spans = got.metadata.pop("ragattn_kept_spans")
+        spans = got.metadata.pop(KEPT)
         assert got.metadata == source.metadata
         assert [(s["start"], s["end"]) for s in spans] == [(s.start, s.end) for s in w.kept_spans]
         assert all(source.page_content[s["start"] : s["end"]] == s["text"] for s in spans)
@@ -108,9 +150,27 @@ def test_compressor_keeps_spans_and_identity(
     assert asyncio.run(adapter.acompress_documents(inputs, corpus.query)) == (
         adapter.compress_documents(inputs, corpus.query)
     )
-    dropping = RagattnCompressor(compressor=engines[1], ratio=0.5)
+    dropping = RagattnCompressor(compressor=engines[1], ratio=0.5, order="input")
     kept_ids = [corpus.ids[d.index] for d in want.documents if d.text]
     assert [d.id for d in dropping.compress_documents(inputs, corpus.query)] == kept_ids
+
+
+def test_compressor_one_read_ranks_prunes_and_scores(
+    engines: tuple[Any, Any], compressor: Any, corpus: Any
+) -> None:
+    """The default: one read, best first, kept text, scores and spans, as the engine's own
+    ``rerank_and_compress``; ``top_n`` ranks all and keeps the best."""
+    inputs = lc_docs(corpus)
+    snapshot = [d.model_copy(deep=True) for d in inputs]
+    adapter = RagattnCompressor(compressor=engines[1], ratio=0.5, drop_empty=False)
+    out = adapter.compress_documents(inputs, corpus.query)
+    assert len(out) == 3
+    assert_read(out, inputs, expected_read(compressor, corpus, ratio=0.5), drop_empty=False)
+    assert inputs == snapshot  # inputs untouched
+    assert asyncio.run(adapter.acompress_documents(inputs, corpus.query)) == out
+    top = RagattnCompressor(compressor=engines[1], ratio=0.5, top_n=2)
+    pair = expected_read(compressor, corpus, ratio=0.5, top_n=2)
+    assert_read(top.compress_documents(inputs, corpus.query), inputs, pair)
 
 
 def test_retriever_reranks_then_compresses(
@@ -136,6 +196,91 @@ def test_retriever_reranks_then_compresses(
     assert asyncio.run(retriever.ainvoke(corpus.query)) == out
 
 
+def test_retriever_one_read_returns_at_most_k_best_first(
+    engines: tuple[Any, Any], compressor: Any, corpus: Any
+) -> None:
+    inputs = lc_docs(corpus)
+    retriever = RagattnRetriever(
+        base_retriever=ListRetriever(documents=inputs), compressor=engines[1], k=2, ratio=0.5
+    )
+    out = retriever.invoke(corpus.query)
+    assert_read(out, inputs, expected_read(compressor, corpus, ratio=0.5, top_n=2))
+    assert asyncio.run(retriever.ainvoke(corpus.query)) == out
+    one = retriever.invoke(corpus.query, k=1)  # LangChain passes invoke's k through
+    assert len(one) == 1
+    assert_read(one, inputs, expected_read(compressor, corpus, ratio=0.5, top_n=1))
+    assert asyncio.run(retriever.ainvoke(corpus.query, k=1)) == one
+    with pytest.raises(InvalidInputError, match=re.escape("k must be a positive integer")):
+        retriever.invoke(corpus.query, k=0)
+    empty = RagattnRetriever(base_retriever=ListRetriever(documents=[]), compressor=engines[1])
+    assert empty.invoke(corpus.query) == [] == asyncio.run(empty.ainvoke(corpus.query))
+
+
+def test_retriever_leaves_out_documents_with_nothing_kept_or_keeps_their_best_sentence(
+    engines: tuple[Any, Any], compressor: Any, corpus: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    inputs = lc_docs(corpus)
+    base = ListRetriever(documents=inputs)
+    ranked, compression = pair = expected_read(compressor, corpus, ratio=0.2, top_n=3)
+    empty = [d.index for d in compression.documents if not d.text]
+    assert empty  # a fifth of the tokens: some of the three keep nothing
+    with caplog.at_level(logging.INFO, logger="ragattn.integrations"):
+        out = RagattnRetriever(
+            base_retriever=base, compressor=engines[1], k=3, keep_best_sentence=False
+        ).invoke(corpus.query)
+    assert len(out) == 3 - len(empty)
+    assert_read(out, inputs, pair)
+    assert f"(input positions {empty}); they are left out" in caplog.text
+
+    filled = RagattnRetriever(base_retriever=base, compressor=engines[1], k=3)  # the default
+    full = filled.invoke(corpus.query)
+    assert [d.id for d in full] == [corpus.ids[r.index] for r in ranked]
+    kept = {d.index: d for d in compression.documents}
+    for got, r in zip(full, ranked, strict=True):
+        doc = kept[r.index]
+        assert got.metadata["relevance_score"] == pytest.approx(r.relevance_score, abs=1e-9)
+        if doc.text:
+            assert got.page_content == doc.text
+            continue
+        scores = doc.sentence_scores
+        best = max(range(len(scores)), key=lambda i: (scores[i], -i))
+        start, end = doc.sentence_spans[best]
+        assert got.page_content == corpus.texts[r.index][start:end]
+        assert got.metadata[KEPT] == [
+            {
+                "start": start,
+                "end": end,
+                "score": pytest.approx(scores[best], abs=1e-9),
+                "text": got.page_content,
+            }
+        ]
+    assert asyncio.run(filled.ainvoke(corpus.query)) == full
+
+
+def test_retriever_steps_keep_the_earlier_pipelines(
+    engines: tuple[Any, Any], reranker: Any, corpus: Any
+) -> None:
+    """Given ``rerank`` and/or ``compress`` steps, the retriever runs them instead of the one
+    read, and returns at most ``k`` of their documents."""
+    inputs = lc_docs(corpus)
+    base = ListRetriever(documents=inputs)
+    rerank_only = RagattnRetriever(
+        base_retriever=base, rerank=RagattnRerank(reranker=engines[0], top_n=None), k=2
+    )
+    ranked = expected_rerank(reranker, corpus, None)
+    out = rerank_only.invoke(corpus.query)
+    assert [d.id for d in out] == [corpus.ids[r.index] for r in ranked[:2]]
+    assert [d.page_content for d in out] == [corpus.texts[r.index] for r in ranked[:2]]
+    assert [d.id for d in rerank_only.invoke(corpus.query, k=1)] == [corpus.ids[ranked[0].index]]
+    compress_only = RagattnRetriever(
+        base_retriever=base,
+        compress=RagattnCompressor(compressor=engines[1], threshold=0.0, order="input"),
+    )
+    out = compress_only.invoke(corpus.query)
+    assert [d.id for d in out] == list(corpus.ids)  # the base retriever's order
+    assert [d.page_content for d in out] == list(corpus.texts)  # threshold 0 keeps every sentence
+
+
 def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> None:
     with pytest.raises(InvalidInputError, match=re.escape("give exactly one budget")):
         RagattnCompressor(compressor=compressor, ratio=0.5, threshold=0.2)
@@ -143,11 +288,28 @@ def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> No
         RagattnRerank(reranker=compressor)
     with pytest.raises(InvalidInputError, match=re.escape("top_n must be a positive integer")):
         RagattnRerank(reranker=reranker, top_n=0)
+    with pytest.raises(InvalidInputError, match=re.escape("top_n keeps the best documents")):
+        RagattnCompressor(compressor=compressor, order="input", top_n=2)
+    base = ListRetriever(documents=[])
+    with pytest.raises(InvalidInputError, match=re.escape("k must be a positive integer")):
+        RagattnRetriever(base_retriever=base, k=0)
+    with pytest.raises(InvalidInputError, match=re.escape("give exactly one budget")):
+        RagattnRetriever(base_retriever=base, ratio=0.2, target_tokens=50)
+    with pytest.raises(InvalidInputError, match=re.escape("ratio is the fraction of tokens")):
+        RagattnRetriever(base_retriever=base, ratio=1.5)
+    with pytest.raises(
+        InvalidInputError,
+        match=re.escape("compressor must be a ragattn Compressor, Client or AsyncClient "),
+    ):
+        RagattnRetriever(base_retriever=base, compressor=reranker)
+    with pytest.raises(InvalidInputError, match=re.escape("ratio configure the one read")):
+        RagattnRetriever(base_retriever=base, rerank=RagattnRerank(reranker=reranker), ratio=0.3)
 
 
 def test_adapters_work_with_no_engine_argument(corpus: Any) -> None:
     """As ``CohereRerank()`` does, the adapters run with their defaults: the shared in-process
-    ``Reranker()`` / ``Compressor()``, built on the first call, and a 0.5 ratio budget."""
+    ``Reranker()`` / ``Compressor()``, built on the first call; the compressor's one read at a 0.5
+    ratio, the retriever's at 0.2 with ``k=4``."""
     from ragattn import Compressor, Reranker
     from ragattn.integrations import default_compressor, default_reranker
 
@@ -159,14 +321,23 @@ def test_adapters_work_with_no_engine_argument(corpus: Any) -> None:
     assert isinstance(default_reranker(), Reranker)
     assert default_reranker() is default_reranker()  # one shared engine per process
 
+    engine = default_compressor()
+    assert isinstance(engine, Compressor)
     compressed = RagattnCompressor().compress_documents(inputs, corpus.query)
-    expect = Compressor().compress(corpus.query, list(corpus.texts), ratio=0.5)
-    assert [d.page_content for d in compressed] == [d.text for d in expect.documents if d.text]
-    assert isinstance(default_compressor(), Compressor)
+    assert_read(compressed, inputs, expected_read(engine, corpus, ratio=0.5))
+    assert compressed[0].id == "paris"  # the packaged default ranks the answer first
 
-    retriever = RagattnRetriever(base_retriever=ListRetriever(documents=inputs))
-    assert [d.id for d in retriever.invoke(corpus.query)] == [d.id for d in out]
-    built = RagattnRetriever.from_engines(ListRetriever(documents=inputs))
+    # The retriever's default: one read, k=4, a fifth of the tokens.
+    ranked, _ = pair = expected_read(engine, corpus, ratio=0.2, top_n=4)
+    got = RagattnRetriever(base_retriever=ListRetriever(documents=inputs)).invoke(corpus.query)
+    assert [d.id for d in got] == [inputs[r.index].id for r in ranked]  # k=4 come back
+    budget_only = RagattnRetriever(
+        base_retriever=ListRetriever(documents=inputs), keep_best_sentence=False
+    ).invoke(corpus.query)
+    assert_read(budget_only, inputs, pair)
+    assert got[0].id == "paris"
+    assert "capital" in got[0].page_content
+    built = RagattnRetriever.from_engines(ListRetriever(documents=inputs))  # a rerank step
     assert [d.id for d in built.invoke(corpus.query)] == [d.id for d in out]
 
 
@@ -192,4 +363,27 @@ def test_an_async_client_engine_serves_both_paths(
     assert [d.metadata["relevance_score"] for d in sync_out] == pytest.approx(
         [r.relevance_score for r in want], abs=1e-9
     )
+    assert async_out == sync_out
+
+
+def test_an_async_client_engine_serves_the_one_read(
+    server_url: str, compressor: Any, corpus: Any
+) -> None:
+    from ragattn.client import AsyncClient
+
+    engine = AsyncClient(server_url, api_key="integrations-test-key", timeout_s=300)
+    inputs = lc_docs(corpus)
+    retriever = RagattnRetriever(
+        base_retriever=ListRetriever(documents=inputs), compressor=engine, k=2, ratio=0.5
+    )
+
+    async def run_async() -> Any:
+        try:
+            return await retriever.ainvoke(corpus.query)
+        finally:
+            await engine.aclose()
+
+    async_out = asyncio.run(run_async())
+    sync_out = retriever.invoke(corpus.query)  # through the sync twin
+    assert_read(sync_out, inputs, expected_read(compressor, corpus, ratio=0.5, top_n=2))
     assert async_out == sync_out

@@ -1,5 +1,10 @@
 """LlamaIndex postprocessors on the in-process engines and on a live service: same order, scores,
-metadata and node identity, sync and async alike, also inside a query engine."""
+metadata and node identity, sync and async alike, also inside a query engine.
+
+The compression postprocessor's default, one read, is compared with the engine's own
+``rerank_and_compress`` on the same nodes; ``order="input"`` with the earlier compress-only
+behaviour.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,11 @@ import pytest
 pytest.importorskip("llama_index.core")
 
 from llama_index.core import SummaryIndex  # noqa: E402
+from llama_index.core.callbacks import (  # noqa: E402
+    CallbackManager,
+    CBEventType,
+    LlamaDebugHandler,
+)
 from llama_index.core.llms import MockLLM  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeWithScore, TextNode  # noqa: E402
 
@@ -24,6 +34,7 @@ from ragattn.integrations.llamaindex import (  # noqa: E402
 pytestmark = pytest.mark.slow
 
 KEPT = "ragattn_kept_spans"
+RAW = "ragattn_raw_score"
 
 
 def nodes(corpus: Any) -> list[NodeWithScore]:
@@ -49,11 +60,75 @@ def test_rerank_returns_the_same_nodes_best_first(
     assert [(n.node, n.score) for n in again] == [(n.node, n.score) for n in out]
 
 
-def test_compress_keeps_node_ids_scores_and_spans(
+def expected_read(compressor: Any, corpus: Any, **kw: Any) -> Any:
+    """The engine's own one read of the corpus: ``(RerankResults, CompressionResult)``."""
+    return compressor.rerank_and_compress(corpus.query, list(corpus.texts), **kw)
+
+
+def assert_read(
+    out: list[NodeWithScore], inputs: list[NodeWithScore], pair: Any, *, drop_empty: bool = True
+) -> None:
+    """``out`` is the one read ``pair`` of ``inputs``: best first, copies with the kept text,
+    ``score`` = relevance, raw score and kept spans in metadata, hidden from the LLM and
+    embedding views; the input nodes unchanged."""
+    ranked, compression = pair
+    kept = {d.index: d for d in compression.documents}
+    want = [r for r in ranked if kept[r.index].text or not drop_empty]
+    assert [n.node.node_id for n in out] == [inputs[r.index].node.node_id for r in want]
+    for got, r in zip(out, want, strict=True):
+        node, source, doc = got.node, inputs[r.index].node, kept[r.index]
+        assert node is not source and source.text == doc.document.text
+        assert node.text == doc.text
+        assert got.score == pytest.approx(r.relevance_score, abs=1e-9)
+        assert node.metadata[RAW] == pytest.approx(r.raw_score, abs=1e-9)
+        spans = node.metadata[KEPT]
+        assert [(s["start"], s["end"], s["text"]) for s in spans] == [
+            (s.start, s.end, s.text) for s in doc.kept_spans
+        ]
+        assert all(source.text[s["start"] : s["end"]] == s["text"] for s in spans)
+        assert {k: v for k, v in node.metadata.items() if k not in (KEPT, RAW)} == source.metadata
+        for mode in (MetadataMode.LLM, MetadataMode.EMBED):
+            assert KEPT not in node.get_content(metadata_mode=mode)
+            assert RAW not in node.get_content(metadata_mode=mode)
+    scores = [float(n.score or 0.0) for n in out]
+    assert scores == sorted(scores, reverse=True) and all(0 <= x <= 1 for x in scores)
+
+
+def test_compress_one_read_ranks_prunes_and_scores(
     engines: tuple[Any, Any], compressor: Any, corpus: Any
 ) -> None:
+    """The default: one read, best first, kept text, relevance as the score, raw score and kept
+    spans in metadata, as the engine's own ``rerank_and_compress``; one RERANKING event."""
     inputs = nodes(corpus)
-    post = RagattnCompressPostprocessor(compressor=engines[1], ratio=0.5, drop_empty=False)
+    debug = LlamaDebugHandler()
+    post = RagattnCompressPostprocessor(
+        compressor=engines[1],
+        ratio=0.5,
+        drop_empty=False,
+        callback_manager=CallbackManager([debug]),
+    )
+    out = post.postprocess_nodes(inputs, query_str=corpus.query)
+    assert len(out) == 3
+    assert_read(out, inputs, expected_read(compressor, corpus, ratio=0.5), drop_empty=False)
+    assert [n.node.text for n in inputs] == list(corpus.texts)  # inputs untouched
+    assert len(debug.get_event_pairs(CBEventType.RERANKING)) == 1
+    again = asyncio.run(post.apostprocess_nodes(inputs, query_str=corpus.query))
+    assert [(n.node.node_id, n.node.text, n.node.metadata, n.score) for n in again] == [
+        (n.node.node_id, n.node.text, n.node.metadata, n.score) for n in out
+    ]
+    top = RagattnCompressPostprocessor(compressor=engines[1], ratio=0.5, top_n=2)
+    pair = expected_read(compressor, corpus, ratio=0.5, top_n=2)
+    assert_read(top.postprocess_nodes(inputs, query_str=corpus.query), inputs, pair)
+
+
+def test_compress_in_input_order_keeps_node_ids_scores_and_spans(
+    engines: tuple[Any, Any], compressor: Any, corpus: Any
+) -> None:
+    """``order="input"``: the earlier compress-only behaviour (input order, scores kept)."""
+    inputs = nodes(corpus)
+    post = RagattnCompressPostprocessor(
+        compressor=engines[1], ratio=0.5, order="input", drop_empty=False
+    )
     out = post.postprocess_nodes(inputs, query_str=corpus.query)
     want = compressor.compress(corpus.query, list(corpus.texts), ratio=0.5)
     assert [n.node.node_id for n in out] == list(corpus.ids)
@@ -75,6 +150,24 @@ def test_compress_keeps_node_ids_scores_and_spans(
     ]
 
 
+def test_query_engine_reads_once(engines: tuple[Any, Any], compressor: Any, corpus: Any) -> None:
+    """The one-read postprocessor alone in a query engine: the source nodes are its output."""
+    inputs = nodes(corpus)
+    engine = SummaryIndex([n.node for n in inputs]).as_query_engine(
+        llm=MockLLM(),
+        node_postprocessors=[
+            RagattnCompressPostprocessor(compressor=engines[1], ratio=0.5, top_n=2)
+        ],
+    )
+    response = engine.query(corpus.query)
+    pair = expected_read(compressor, corpus, ratio=0.5, top_n=2)
+    assert_read(response.source_nodes, inputs, pair)
+    aresponse = asyncio.run(engine.aquery(corpus.query))
+    assert [(n.node.node_id, n.node.text, n.score) for n in aresponse.source_nodes] == [
+        (n.node.node_id, n.node.text, n.score) for n in response.source_nodes
+    ]
+
+
 def test_query_engine_reranks_and_compresses(
     engines: tuple[Any, Any], reranker: Any, compressor: Any, corpus: Any
 ) -> None:
@@ -83,7 +176,7 @@ def test_query_engine_reranks_and_compresses(
         llm=MockLLM(),
         node_postprocessors=[
             RagattnRerankPostprocessor(reranker=engines[0], top_n=2),
-            RagattnCompressPostprocessor(compressor=engines[1], threshold=0.0),
+            RagattnCompressPostprocessor(compressor=engines[1], threshold=0.0, order="input"),
         ],
     )
     response = engine.query(corpus.query)
@@ -108,11 +201,14 @@ def test_postprocessors_refuse_bad_input(reranker: Any, compressor: Any, corpus:
         RagattnCompressPostprocessor(compressor=compressor, ratio=0.3, target_tokens=10)
     with pytest.raises(InvalidInputError, match=re.escape("compressor must be a ragattn")):
         RagattnCompressPostprocessor(compressor=reranker, ratio=0.3)
+    with pytest.raises(InvalidInputError, match=re.escape("top_n keeps the best nodes")):
+        RagattnCompressPostprocessor(compressor=compressor, order="input", top_n=1)
 
 
 def test_postprocessors_work_with_no_engine_argument(corpus: Any) -> None:
     """No engine: the shared in-process ``Reranker()`` / ``Compressor()`` (and ratio 0.5)."""
-    from ragattn import Compressor, Reranker
+    from ragattn import Reranker
+    from ragattn.integrations import default_compressor
 
     inputs = nodes(corpus)
     out = RagattnRerankPostprocessor(top_n=2).postprocess_nodes(inputs, query_str=corpus.query)
@@ -122,7 +218,6 @@ def test_postprocessors_work_with_no_engine_argument(corpus: Any) -> None:
     kept = RagattnCompressPostprocessor(drop_empty=False).postprocess_nodes(
         inputs, query_str=corpus.query
     )
-    expect = Compressor().compress(corpus.query, list(corpus.texts), ratio=0.5)
-    assert [n.node.get_content(metadata_mode=MetadataMode.NONE) for n in kept] == [
-        d.text for d in expect.documents
-    ]
+    expect = expected_read(default_compressor(), corpus, ratio=0.5)
+    assert_read(kept, inputs, expect, drop_empty=False)
+    assert kept[0].node.node_id == "paris"  # the packaged default ranks the answer first
