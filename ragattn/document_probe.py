@@ -201,13 +201,16 @@ def score_documents(
     config: Mapping[str, Any],
     *,
     minilm: bool = True,
+    cosines: np.ndarray | None = None,
 ) -> np.ndarray:
     """The document probe's raw scores (log-odds units; higher is more relevant), one per
     document, from the sentence features of one forward (``names``/``matrix``/``config`` of
     :class:`~ragattn.compress.features.SentenceFeatures`) plus the MiniLM cosine of each document
-    (title and text) to the query. With ``minilm=False`` only the attention correction
-    (:meth:`DocumentProbe.correction`, same units) is returned, and MiniLM never runs: the
-    document input of a selection fitted on it (``document_score="attention"``).
+    (title and text) to the query, or ``cosines`` when the caller has them (one per document, in
+    [-1, 1]: e.g. the whole documents' when the forward read a cascade's cut of them). With
+    ``minilm=False`` only the attention correction (:meth:`DocumentProbe.correction`, same units)
+    is returned, and MiniLM never runs: the document input of a selection fitted on it
+    (``document_score="attention"``).
 
     Raises:
         ConfigError: features the probe was not trained on (:meth:`DocumentProbe.check_features`).
@@ -218,7 +221,8 @@ def score_documents(
     )
     if not minilm:
         return probe.correction(pooled_names, pooled, config)
-    cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+    if cosines is None:
+        cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
     return probe.score(pooled_names, pooled, cosines, config)
 
 

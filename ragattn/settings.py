@@ -26,8 +26,10 @@ _CACHE_SCOPES = ("shared", "key")
 _DTYPES = ("auto", "float32", "bfloat16")
 _CASCADE = re.compile(
     r"default|off|(?:1(?:\.0*)?|0?\.\d*[1-9]\d*)(?::(?:bm25|documents|lexical)(?:\+links)?)?"
+    r"(?:@[1-9]\d*)?"
 )
-"""``RAGATTN_COMPRESS_CASCADE``: default, off, or KEEP[:SCORER[+links]] with KEEP in (0, 1]."""
+"""``RAGATTN_COMPRESS_CASCADE``: default, off, or KEEP[:SCORER[+links]][@CAP] with KEEP in (0, 1]
+and CAP the most proxy tokens attention reads."""
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -291,7 +293,8 @@ def _validate(s: Settings) -> None:
     if not _CASCADE.fullmatch(s.compress_cascade):
         raise ConfigError(
             f"{env('compress_cascade')} must be default, off or KEEP:SCORER with KEEP in (0, 1] "
-            f"and SCORER one of bm25, documents, lexical, optionally +links (e.g. 0.8:lexical), "
+            f"and SCORER one of bm25, documents, lexical, optionally +links and @CAP tokens "
+            f"(e.g. 0.8:lexical or 0.8:lexical+links@1024), "
             f"got {s.compress_cascade!r}"
         )
     if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:

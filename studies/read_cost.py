@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
 from ragattn.embed import shared_embedder
@@ -92,7 +91,11 @@ def main() -> None:
             tokens = sum(len(proxy.tokenizer(d.text)["input_ids"]) for d in docs)
             row = {}
             for name, comp in compressors.items():
-                row[name] = timed(lambda c=comp: c.rerank_and_compress(query, docs, ratio=0.2))
+
+                def read(c: Compressor = comp, q: str = query, d: list[Document] = docs) -> object:
+                    return c.rerank_and_compress(q, d, ratio=0.2)
+
+                row[name] = timed(read)
 
             def passes(q: str = query, d: list[Document] = docs) -> object:
                 best = [r.document for r in reranker.rerank(q, d, top_n=5)]

@@ -262,12 +262,23 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         giving the sentences' keep scores (as :meth:`context_scores` documents them) and, with
         ``rank=True``, the documents' raw scores from the same forward (:meth:`_ranking`)."""
         cut = self._cascade_cut(query, docs, units, budget)
+        cosines = None
         if cut is None:
             read_docs, read_units, doc_map = list(docs), list(units), list(range(len(docs)))
         else:
             read_docs, read_units = _reduced(docs, units, cut)
             doc_map = sorted({units[i].doc for i in cut})
-        scores, chunks, feats = self._selection_scores(query, read_docs, read_units, rank=rank)
+            if self._document_probe() is not None:
+                # the whole documents' cosines: one MiniLM pass serves the weighting, the
+                # ranking and a ``documents`` cascade alike (the encoder's LRU holds them)
+                cosines = _document_cosines(query, docs)
+        scores, chunks, feats = self._selection_scores(
+            query,
+            read_docs,
+            read_units,
+            rank=rank,
+            cosines=None if cosines is None else cosines[doc_map],
+        )
         if cut is not None:
             full = np.zeros(len(units))
             full[cut] = scores
@@ -317,8 +328,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             correction[list(doc_map)] = self._document_scores(
                 probe, query, read_docs, read_units, feats.features, minilm=False
             )
-            cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in docs])
-            base = zscore_columns(np.asarray(cosines, dtype=np.float64)[:, None])[:, 0]
+            base = zscore_columns(_document_cosines(query, docs)[:, None])[:, 0]
             raw = probe.minilm_weight * base + correction
         return _Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
 
@@ -329,11 +339,13 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         units: Sequence[Unit],
         *,
         rank: bool = False,
+        cosines: np.ndarray | None = None,
     ) -> tuple[np.ndarray, int, _Features | None]:
         """Keep scores in [0, 1] for ``units`` (document-aware when a weighting applies), the
         number of proxy chunks read, and the forward's features with the document probe's raw
         scores where they were computed (a weighting applies, or ``rank`` asks for them and the
-        method's features feed the document probe)."""
+        method's features feed the document probe). ``cosines``: each document's MiniLM cosine
+        when the caller has it (the whole document's, for a cascade's cut)."""
         weighting = self.document_weighting() if len(docs) > 1 else None
         probe = self._document_probe() if (weighting or rank) else None
         if probe is None or not isinstance(self.scorer, ProbeScorer) or not units:
@@ -341,7 +353,9 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             return scores, chunks, None
         sentence, feats = self.scorer.score_with_features(query, docs, units)
         minilm = weighting.reads_minilm if weighting else True
-        raw = self._document_scores(probe, query, docs, units, feats, minilm=minilm)
+        raw = self._document_scores(
+            probe, query, docs, units, feats, minilm=minilm, cosines=cosines
+        )
         if weighting is None:
             return sentence, feats.chunks, _Features(feats, raw if minilm else None)
         scores = weighting.weigh(query, docs, units, sentence, raw)
@@ -482,9 +496,11 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         feats: SentenceFeatures,
         *,
         minilm: bool = True,
+        cosines: np.ndarray | None = None,
     ) -> np.ndarray:
         """The document probe's raw scores from the sentence features of this call's forward
-        (``minilm=False``: its attention correction alone, no MiniLM pass)."""
+        (``minilm=False``: its attention correction alone, no MiniLM pass; ``cosines``: the
+        documents' MiniLM cosines when already known)."""
         return score_documents(
             probe,
             self.proxy.tokenizer,
@@ -495,6 +511,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             feats.matrix,
             feats.config,
             minilm=minilm,
+            cosines=cosines,
         )
 
     def _prepare(
@@ -658,6 +675,13 @@ class _Read:
     chunks: int
     notes: tuple[str, ...]
     ranking: _Ranking | None = None
+
+
+def _document_cosines(query: str, docs: Sequence[Document]) -> np.ndarray:
+    """Each document's MiniLM cosine to the query (title and text, in [-1, 1]), as the document
+    probe reads it."""
+    texts = [f"{d.title or ''} {d.text}".strip() for d in docs]
+    return np.asarray(dense_scores(query, texts), dtype=np.float64)
 
 
 def _reduced(

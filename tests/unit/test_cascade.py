@@ -61,7 +61,9 @@ def test_attention_reads_only_what_the_cascade_keeps(proxy: Any) -> None:
     """The read sentences score as in a compression of only those sentences; the dropped ones
     score 0, are never kept, and the warning counts them."""
     cascade = Cascade(min_tokens=16, keep=0.5, scorer="bm25", min_room=1.0)
-    cut = Compressor(proxy, cascade=cascade).compress(QUERY, FACTS, ratio=0.2)
+    cut = Compressor(proxy, cascade=cascade, selection="sentences").compress(
+        QUERY, FACTS, ratio=0.2
+    )
     warning = [w for w in cut.warnings if w.startswith("the cascade")]
     assert warning, cut.warnings
     scores = [s for doc in cut.documents for s in doc.sentence_scores]
@@ -78,9 +80,37 @@ def test_attention_reads_only_what_the_cascade_keeps(proxy: Any) -> None:
         d, a, b = spans[i]
         by_doc.setdefault(d, []).append(FACTS[d][a:b])
     texts = [" ".join(v) for _, v in sorted(by_doc.items())]
-    alone = Compressor(proxy).compress(QUERY, texts, ratio=0.2)
+    alone = Compressor(proxy, selection="sentences").compress(QUERY, texts, ratio=0.2)
     alone_scores = [s for doc in alone.documents for s in doc.sentence_scores]
     np.testing.assert_allclose([scores[i] for i in read], alone_scores, rtol=0, atol=1e-9)
+
+
+def test_a_cut_read_weighs_its_documents_by_their_whole_text(
+    proxy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a cut, the document-aware selection reads each document's MiniLM cosine over its
+    whole text, the pass the ranking makes anyway, not a second pass over the cut documents."""
+    import ragattn.compress as compress_module
+    import ragattn.document_probe as document_probe
+
+    cascade = Cascade(min_tokens=16, keep=0.5, scorer="bm25", min_room=1.0)
+    compressor = Compressor(proxy, cascade=cascade)
+    assert compressor.document_weighting() is not None
+    seen: list[list[str]] = []
+    real = compress_module.dense_scores
+
+    def recorded(query: str, texts: list[str]) -> Any:
+        seen.append(list(texts))
+        return real(query, texts)
+
+    def no_second_pass(*_: Any) -> Any:
+        raise AssertionError("the weighting embedded the cut documents")
+
+    monkeypatch.setattr(compress_module, "dense_scores", recorded)
+    monkeypatch.setattr(document_probe, "dense_scores", no_second_pass)
+    out = compressor.compress(QUERY, FACTS, ratio=0.2)
+    assert any(w.startswith("the cascade") for w in out.warnings)
+    assert seen == [FACTS]  # the whole documents, once
 
 
 def test_a_short_context_or_a_method_without_attention_is_read_whole(proxy: Any) -> None:
@@ -203,7 +233,10 @@ def test_the_default_compressor_cuts_long_contexts_with_the_default_cascade(prox
 
     assert Compressor(proxy).cascade == DEFAULT_CASCADE
     assert DEFAULT_CASCADE.applies(1024, 204) and not DEFAULT_CASCADE.applies(1023, 204)
-    assert not DEFAULT_CASCADE.applies(4000, 1601)  # a budget over 40 % reads the whole context
+    # attention reads at most 1,024 tokens, never fewer than 1.5 times the budget
+    assert DEFAULT_CASCADE.read_share(2560, 512) == pytest.approx(1024 / 2560)
+    assert DEFAULT_CASCADE.read_share(4000, 1601) == pytest.approx(1.5 * 1601 / 4000)
+    assert not DEFAULT_CASCADE.applies(4000, 2200)  # over 53 %: 80 % leaves too little room
     assert Compressor(proxy, cascade=None).cascade is None
 
 
@@ -232,7 +265,7 @@ def test_the_default_cascade_reads_the_paragraph_a_kept_sentence_names(proxy: An
     whole paragraph that the film's kept sentence names, at the same token share."""
     from ragattn.compress import DEFAULT_CASCADE
 
-    assert DEFAULT_CASCADE.links and DEFAULT_CASCADE.name == "0.8:lexical+links"
+    assert DEFAULT_CASCADE.links and DEFAULT_CASCADE.name == "0.8:lexical+links@1024"
     docs = [
         FILM,
         Document(
