@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install ragattn and run the main job on the embedded default (packaged proxy, in-process cache,
-# no Redis): rerank + compress the built-in example, then answer a question end to end over the
-# shipped demo corpus (retrieve, rerank, compress, generate with the packaged 135M proxy).
+# no Redis): read the built-in example once (rank + prune), then answer a question end to end over the
+# shipped demo corpus (retrieve, one read, generate with the packaged 135M proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh all
