@@ -17,5 +17,5 @@ run() {
 run hotpotqa --dataset hotpotqa
 run 2wiki --dataset 2wiki --limit 200
 run fullwiki --dataset hotpotqa-fullwiki --limit 100
-run scifact --dataset scifact
-run squad --dataset squad --limit 30
+run scifact --dataset scifact --limit 20
+run squad --dataset squad --limit 10
