@@ -21,6 +21,8 @@ import anyio.to_thread
 from litestar import Litestar, Router
 
 from ragattn.cache import Cache, MemoryCache, NullCache, RedisCache
+from ragattn.compress import Compressor
+from ragattn.compress.registry import METHODS as COMPRESS_METHODS
 from ragattn.errors import ConfigError, MissingDependencyError, ModelLoadError
 from ragattn.fingerprint import model_fingerprint
 from ragattn.limits import LimitChecker, Limits
@@ -96,22 +98,6 @@ def build_generator(settings: Settings, proxy: Any) -> Any:
             timeout=settings.request_timeout_s or 60.0,
         )
     return LocalGenerator(proxy, max_new_tokens=settings.generator_max_tokens)
-
-
-def _compressor_class() -> Any:
-    """The library's Compressor (a core module: every build has one)."""
-    from ragattn.compress import Compressor
-
-    return Compressor
-
-
-def _compress_methods(compressor_cls: Any | None) -> list[str]:
-    """The compression method names of the library's registry (for the OpenAPI enum)."""
-    if compressor_cls is None:
-        return []
-    from ragattn import compress
-
-    return sorted(getattr(compress, "METHODS", {}))
 
 
 def _index_modes(directory: str) -> list[str]:
@@ -235,29 +221,21 @@ def create_app(
         logging.getLogger(name).setLevel(settings.log_level)
     metrics = Metrics()
     drain = Drain()
-    compressor_cls = _compressor_class()
-    serve_compress = compressor is not None or compressor_cls is not None
-    one_pass_owner = compressor if compressor is not None else compressor_cls
-    serve_one_pass = one_pass_owner is not None and hasattr(one_pass_owner, "rerank_and_compress")
 
     def build_service(rr: Any, cache: Cache, worker: ModelWorker, tokens: ModelWorker) -> Service:
         """Everything that touches the model, on a thread (seconds)."""
-        factory = (
-            _compressor_factory(
-                compressor_cls,
-                settings.block_store_mb,
-                settings.compress_selection,
-                settings.compress_cascade,
-            )
-            if compressor_cls is not None
-            else None
+        factory = _compressor_factory(
+            Compressor,
+            settings.block_store_mb,
+            settings.compress_selection,
+            settings.compress_cascade,
         )
         compressors: dict[str | None, Any] = {}
         unavailable: str | None = None
         if compressor is not None:
             compressors[None] = compressor
             compressors[getattr(compressor, "method", None)] = compressor
-        elif factory is not None:
+        else:
             try:
                 built = factory(rr.proxy, settings.compress_method)
             except (ModelLoadError, MissingDependencyError) as exc:
@@ -388,11 +366,7 @@ def create_app(
     if settings.rate_limit_per_minute > 0:
         guards.append(RateLimitGuard(RateLimiter(settings.rate_limit_per_minute)))
     guards.append(require_json)
-    model_routes: list[Any] = [RerankController]
-    if serve_compress:
-        model_routes.append(CompressController)
-    if serve_one_pass:
-        model_routes.append(RerankCompressController)
+    model_routes: list[Any] = [RerankController, CompressController, RerankCompressController]
     if settings.index_dir:
         model_routes += [RetrieveController, AskController]
     # The model routes need the key when keys are configured; the OpenAPI document says so.
@@ -403,7 +377,6 @@ def create_app(
         dependencies=DEPENDENCIES,
         guards=guards,
         middleware=[
-            metrics.middleware,
             functools.partial(
                 edge_middleware,
                 max_header_bytes=settings.max_header_bytes,
@@ -422,9 +395,12 @@ def create_app(
     tighten(
         app.openapi_schema,
         settings,
-        _compress_methods(compressor_cls),
+        sorted(COMPRESS_METHODS),
         _index_modes(settings.index_dir) if settings.index_dir else None,
     )
+    # Outside Litestar's router and exception handling: every response is counted with the
+    # status that was sent, refusals of the edge middleware (400, 431), 404 and 405 included.
+    app.asgi_handler = metrics.middleware(app.asgi_handler)
     app.state.metrics = metrics
     app.state.service = None
     app.state.runtime = None  # {"device", "dtype"} of the loaded proxy, for /health and /ready

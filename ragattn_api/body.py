@@ -15,14 +15,18 @@ JSON nested about a thousand levels deep, dies in the decoder with a ``Recursion
   except a field this API defines on other routes only (:data:`ROUTE_ONLY_FIELDS`): its sender
   expects it to act, so it is a 400 naming the routes that take it;
 - the body must be UTF-8 (RFC 8259): a byte order mark, UTF-16 or UTF-32 is a 400 before any
-  parsing, and a lone surrogate (``"\\ud800"``) is a 400 too.
+  parsing, and a lone surrogate (``"\\ud800"``) is a 400 too;
+- a refused value named in a 400 (a duplicate key, an enum value, an unknown field of ours) is cut
+  to 64 characters with its length stated (:func:`ragattn_api.logsafe.quoted`).
 
 :func:`require_json` (a guard) refuses a body not declared ``application/json`` (or declared in
-a charset other than UTF-8) with a 415 before the body is read.
+a charset other than UTF-8), or declared in a ``Content-Encoding`` other than ``identity``, with
+a 415 before the body is read.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import re
@@ -38,6 +42,7 @@ from litestar.handlers.base import BaseRouteHandler
 
 from ragattn.errors import InvalidInputError
 from ragattn_api.errors import UnsupportedMediaTypeError
+from ragattn_api.logsafe import MAX_ECHO_CHARS, quoted
 
 MAX_JSON_DEPTH = 32
 """Deepest nesting of arrays and objects accepted in a body (the API's own shapes need 4)."""
@@ -154,7 +159,7 @@ def _parse(raw: bytes) -> Any:
         )
     except _DuplicateKeyError as exc:
         raise InvalidInputError(
-            f"the JSON body repeats the key {str(exc)!r} in one object; send each key once"
+            f"the JSON body repeats the key {quoted(str(exc))} in one object; send each key once"
         ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InvalidInputError(f"malformed JSON body: {exc}") from None
@@ -240,7 +245,10 @@ def decode_strict(raw: bytes, kind: Any) -> tuple[Any, list[str]]:
 
 _EMPTY_TEXT = re.compile(r"Expected `str` (of length >= 1|matching regex .*) - at `\$\.(\w+)`$")
 _EMPTY_LIST = re.compile(r"Expected `array` of length >= 1 - at `\$\.(documents|texts|context)`$")
-_UNKNOWN_KEY = re.compile(r"Object contains unknown field `(.*)` - at `\$\.(\w+)`$")
+_UNKNOWN_KEY = re.compile(r"Object contains unknown field `(.*)` - at `\$\.(\w+)`$", re.DOTALL)
+_QUOTED = re.compile(r"`[^`]*`" r"|'(?:[^'\\]|\\.)*'" r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
+"""A backquoted name or a Python string literal (``repr``: single or double quotes) in one of
+msgspec's messages."""
 
 
 def _plain(message: str, kind: Any = None) -> str:
@@ -252,18 +260,31 @@ def _plain(message: str, kind: Any = None) -> str:
     if m := _UNKNOWN_KEY.match(message):
         # Only objects of ours forbid unknown keys (Cohere's fields ignore them with a warning).
         key, where = m.group(1), m.group(2)
-        if len(key) > MAX_FIELD_NAME_CHARS:
-            key = f"{key[:MAX_FIELD_NAME_CHARS]}... ({len(key)} characters)"
         inner = (_struct_fields(kind) or {}).get(where)
         names = [n for t in _structs_in(inner) for n in (_struct_fields(t) or {})] if inner else []
         known = f"; its fields are {', '.join(names)}" if names else ""
-        return f"'{where}' has no field {key!r}{known}"
-    return f"invalid request body: {message}"
+        return f"'{where}' has no field {quoted(key)}{known}"
+    return f"invalid request body: {_QUOTED.sub(_cut_quoted, message)}"
+
+
+def _cut_quoted(match: re.Match[str]) -> str:
+    """A value msgspec quotes in its message (e.g. ``Invalid enum value '<5 MB>'``), cut to
+    :data:`~ragattn_api.logsafe.MAX_ECHO_CHARS` characters with its length stated."""
+    text = match.group(0)
+    if len(text) <= MAX_ECHO_CHARS + 2:
+        return text
+    if text.startswith("`"):
+        return f"`{text[1 : MAX_ECHO_CHARS + 1]}`... ({len(text) - 2} characters)"
+    try:
+        value = ast.literal_eval(text)  # a str literal by construction: no code runs
+    except (ValueError, SyntaxError):
+        value = text[1:-1]
+    return quoted(str(value))
 
 
 MAX_WARNED_FIELDS = 10
 """Unknown fields named one by one in the warnings; the rest are counted in one more line."""
-MAX_FIELD_NAME_CHARS = 64
+MAX_FIELD_NAME_CHARS = MAX_ECHO_CHARS
 """Longest unknown field name echoed back; a longer one is cut (a 1 MB key is not sent back)."""
 
 
@@ -273,9 +294,7 @@ def ignored_fields(request: Request[Any, Any, Any]) -> list[str]:
     names = request.scope.get("state", {}).get(_STATE_IGNORED) or []
     out = []
     for name in names[:MAX_WARNED_FIELDS]:
-        if len(name) > MAX_FIELD_NAME_CHARS:
-            name = f"{name[:MAX_FIELD_NAME_CHARS]}... ({len(name)} characters)"
-        out.append(f"unknown field {name!r} ignored")
+        out.append(f"unknown field {quoted(name, limit=MAX_FIELD_NAME_CHARS)} ignored")
     if len(names) > MAX_WARNED_FIELDS:
         out.append(
             f"{len(names) - MAX_WARNED_FIELDS} more unknown fields ignored ({len(names)} in all)"
@@ -307,24 +326,47 @@ _JSON_TYPES = frozenset({"application/json"})
 async def require_json(
     connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
 ) -> None:
-    """Guard: a route that takes a body accepts it only as ``application/json`` (else 415)."""
+    """Guard: a route that takes a body accepts it only as ``application/json`` in UTF-8, with no
+    ``Content-Encoding`` but ``identity`` (else 415)."""
     if getattr(handler, "parsed_data_field", None) is None:
         return
+    _require_identity_encoding(connection)
     header = connection.headers.get("content-type", "")
     media, _, parameters = header.partition(";")
     media = media.strip().lower()
     if media not in _JSON_TYPES:
         raise UnsupportedMediaTypeError(
             "send the body as JSON with 'Content-Type: application/json'"
-            + (f" (got {media[:60]!r})" if media else " (no Content-Type was sent)")
+            + (f" (got {quoted(media)})" if media else " (no Content-Type was sent)")
         )
     for parameter in parameters.split(";"):
         name, _, value = parameter.partition("=")
         charset = value.strip().strip('"').lower()
         if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
             raise UnsupportedMediaTypeError(
-                f"JSON bodies are UTF-8 only (got charset={charset[:30]!r}); send UTF-8"
+                f"JSON bodies are UTF-8 only (got charset={quoted(charset)}); send UTF-8"
             )
+
+
+def _require_identity_encoding(connection: ASGIConnection[Any, Any, Any, Any]) -> None:
+    """Refuse a body labelled with a content coding (gzip, br, zstd, ...): 415.
+
+    The server decodes none, so a compressed body could never be read; and a plain body labelled
+    compressed is a client (or proxy) that disagrees with the server about the bytes, which is
+    not something to accept silently. ``identity`` (no coding) is the only one accepted.
+    """
+    codings = [
+        coding.strip().lower()
+        for header in connection.headers.getall("content-encoding", [])
+        for coding in header.split(",")
+    ]
+    refused = [c for c in codings if c not in ("", "identity")]
+    if refused:
+        raise UnsupportedMediaTypeError(
+            f"this server reads request bodies without a content coding (got Content-Encoding "
+            f"{quoted(', '.join(refused))}); send the JSON uncompressed",
+            accept_encoding="identity",
+        )
 
 
 __all__ = [

@@ -75,9 +75,17 @@ class ShuttingDownError(NotReadyError):
 
 
 class UnsupportedMediaTypeError(InvalidInputError):
-    """The body is not declared as JSON; send ``Content-Type: application/json``."""
+    """The body is not declared as JSON; send ``Content-Type: application/json``, uncompressed.
+
+    ``accept_encoding`` is sent back as ``Accept-Encoding`` (RFC 7694): the content codings the
+    server reads, when the refused body was labelled with another one.
+    """
 
     error_type = "unsupported_media_type"
+
+    def __init__(self, message: str, *, accept_encoding: str | None = None) -> None:
+        super().__init__(message)
+        self.accept_encoding = accept_encoding
 
 
 class RequestTimeoutError(InvalidInputError):
@@ -184,6 +192,12 @@ PROBE_RESPONSES: dict[int, ResponseSpec] = {
 """OpenAPI error responses of ``/ready`` (and the other public probes)."""
 
 
+MAX_MESSAGE_CHARS = 2048
+"""Longest error message sent. Values a message names are cut to 64 characters where it is built
+(:func:`ragattn_api.logsafe.quoted`); this is the backstop for a path that missed one, so that no
+error body ever repeats a multi-megabyte input."""
+
+
 def error_response(
     error_type: str,
     message: str,
@@ -191,6 +205,11 @@ def error_response(
     status: int | None = None,
     headers: dict[str, str] | None = None,
 ) -> Response[dict[str, str]]:
+    """The error shape ``{"error_type", "message"}`` with its status and headers (Retry-After
+    for retryable types, WWW-Authenticate for 401); a message over :data:`MAX_MESSAGE_CHARS` is
+    cut, with its length stated."""
+    if len(message) > MAX_MESSAGE_CHARS:
+        message = f"{message[:MAX_MESSAGE_CHARS]}... ({len(message)} characters)"
     status_code = status or STATUS_BY_ERROR_TYPE.get(error_type, 500)
     out_headers = dict(headers or {})
     if error_type in _RETRY_AFTER_TYPES:
@@ -233,6 +252,9 @@ def ragattn_error_handler(
         )
     if exc.error_type in ("request_timeout", "headers_too_large", "client_closed_request"):
         headers["Connection"] = "close"
+    accept_encoding = getattr(exc, "accept_encoding", None)
+    if accept_encoding:
+        headers["Accept-Encoding"] = accept_encoding
     return error_response(exc.error_type, str(exc), status=status, headers=headers)
 
 

@@ -125,7 +125,13 @@ class Metrics:
         return generate_latest(self.registry)
 
     def middleware(self, app: ASGIApp) -> ASGIApp:
-        """ASGI middleware timing each HTTP request; errors arrive here already as responses."""
+        """ASGI middleware counting and timing each HTTP request by the status sent.
+
+        It wraps the whole app (``Litestar.asgi_handler``), so errors arrive here already as
+        responses: a 404 or 405 from the router, a refusal of the edge middleware, a handler's
+        error. Requests that match no route are counted under ``route="unmatched"`` (never the
+        path: the label set stays bounded whatever clients send).
+        """
 
         async def record(scope: Scope, receive: Receive, send: Send) -> None:
             if scope["type"] != "http":

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import msgspec
 from msgspec import Meta, Struct
 
 from ragattn.errors import InvalidInputError, ModelOutputError
@@ -425,13 +424,16 @@ class CompressionOut(Struct):
 
 
 class RerankCompressResponse(Struct):
-    """Cohere-style ``results`` for the ranking plus the compressed context of the kept ones."""
+    """Cohere-style ``results`` for the ranking plus the compressed context of the kept ones;
+    ``method`` names the method that ranked (the library's ``RerankResults.method``, e.g.
+    ``sentinel:document-probe``), ``compression.method`` the one that compressed."""
 
     id: str
     results: list[RerankResultOut]
     compression: CompressionOut
     meta: RerankMeta
     model: str
+    method: str
 
     @classmethod
     def from_result(
@@ -470,6 +472,7 @@ class RerankCompressResponse(Struct):
             ),
             meta=rerank.meta,
             model=model,
+            method=ranked.method,
         )
 
 
@@ -660,10 +663,6 @@ class ErrorResponse(Struct):
 
     error_type: str
     message: str
-
-
-def encode_cached(value: Struct) -> bytes:
-    return msgspec.msgpack.encode(value)
 
 
 __all__ = [

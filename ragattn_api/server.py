@@ -7,6 +7,10 @@ live-server tests use it):
   ``RAGATTN_TRUSTED_PROXIES`` (uvicorn trusts loopback by default; here nobody, unless named);
 - request headers are capped at ``RAGATTN_MAX_HEADER_BYTES`` while they are parsed (431);
 - malformed HTTP is answered in the service's JSON error shape, not uvicorn's plain text;
+- trailer fields (header lines after a chunked body's last chunk) are discarded: the parser
+  reports them like header lines, and uvicorn would append them to the request's header list,
+  where the app would read a trailer ``Authorization`` or ``Content-Type`` as if it were sent
+  with the request (RFC 9110 section 6.5.1 lets a recipient discard trailers);
 - on SIGTERM the app is told to drain (unfinished bodies are cut, ``/ready`` turns 503) before
   in-flight requests get ``RAGATTN_SHUTDOWN_GRACE_S`` to finish.
 """
@@ -45,16 +49,27 @@ class _HeaderCapExceeded(Exception):
 
 
 class JsonErrorsHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header-size cap and JSON errors for malformed HTTP."""
+    """uvicorn's httptools protocol with a header-size cap, JSON errors for malformed HTTP, and
+    chunked-body trailers discarded."""
 
     max_header_bytes = 16_384
+    _headers_done = False
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
         self._header_bytes = 0
         self._headers_too_large = False
+        self._headers_done = False
+
+    def on_headers_complete(self) -> None:
+        # From here on the parser's header callbacks are a chunked body's trailer fields; the
+        # request's scope already holds (and shares) the header list they would be appended to.
+        self._headers_done = True
+        super().on_headers_complete()
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self._headers_done:
+            return  # a trailer field: never one of the request's headers
         self._header_bytes += len(name) + len(value)
         if self._header_bytes > self.max_header_bytes:
             self._headers_too_large = True

@@ -3,8 +3,10 @@
 Routes stay thin: they hand a request Struct to :class:`Service` and return what it gives back.
 Each model request goes through the same steps:
 
-1. on the event loop, microseconds: shape checks (documents, counts, characters) with
-   :meth:`ragattn.limits.LimitChecker.precheck`, so a 5 MB document is refused at once;
+1. on the event loop (a worker thread for a large body), milliseconds: shape checks (documents,
+   counts, characters, a lower bound on each text's tokens) with
+   :meth:`ragattn.limits.LimitChecker.precheck`, so a 5 MB document, in any script, is refused at
+   once and never reaches the tokenizer thread;
 2. the cache (a hit answers here);
 3. on the tokenizer thread: the exact token limits and any truncation
    (:meth:`~ragattn.limits.LimitChecker.check`), never queued behind the model;
@@ -18,13 +20,15 @@ request, and the warnings about unknown request fields, which belong to each req
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio.to_thread
 import msgspec
 
 from ragattn.cache import Cache, cache_key, cached_value, storing
@@ -43,6 +47,7 @@ from ragattn.rerank.registry import METHODS as RERANK_METHODS
 from ragattn.settings import Settings
 from ragattn.types import Budget, Document
 from ragattn_api.errors import DeadlineExceededError
+from ragattn_api.logsafe import quoted
 from ragattn_api.schemas import (
     AskRequest,
     AskResponse,
@@ -68,10 +73,18 @@ logger = logging.getLogger(__name__)
 S = TypeVar("S", bound=msgspec.Struct)
 T = TypeVar("T")
 CompressorFactory = Callable[["Proxy", str | None], "Compressor"]
+_PRECHECK_THREAD_CHARS = 1 << 18
+"""Texts longer than this in all are prechecked on a worker thread (tens of milliseconds of
+vectorized work at most; shorter ones take well under one on the event loop)."""
 
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+def _unknown_method(kind: str, name: str, valid: Iterable[str]) -> InvalidInputError:
+    """The library's unknown-method error, with the name cut (it may be megabytes long)."""
+    return InvalidInputError(f"unknown {kind} method {quoted(name)}; valid: {', '.join(valid)}")
 
 
 class Service:
@@ -86,8 +99,7 @@ class Service:
         settings: the service settings.
         reranker: the loaded reranker (its ``proxy`` serves every route; its method is the default).
         compressors: compressors already built, by method name (``None`` = the default method).
-        compressor_factory: builds a compressor for a method on first use; ``None`` when this
-            build has no compression.
+        compressor_factory: builds a compressor for a method on first use.
         cache: the response cache.
         worker: the model thread.
         tokens: the tokenizer thread (token limits).
@@ -104,7 +116,7 @@ class Service:
         *,
         reranker: Reranker,
         compressors: dict[str | None, Compressor],
-        compressor_factory: CompressorFactory | None,
+        compressor_factory: CompressorFactory,
         cache: Cache,
         worker: ModelWorker,
         tokens: ModelWorker,
@@ -134,10 +146,6 @@ class Service:
         self.rerank_method: str = str(getattr(reranker, "method", ""))
         self._rerankers: dict[str, Reranker] = {self.rerank_method: reranker}
 
-    @property
-    def can_compress(self) -> bool:
-        return bool(self._compressors) or self._compressor_factory is not None
-
     # --- rerank -----------------------------------------------------------------------------
 
     async def rerank(
@@ -156,7 +164,7 @@ class Service:
             )
         args = VerbArgs(verb="rerank", top_n=top_n, truncate_to=req.max_tokens_per_doc)
         method = self._rerank_method(req.method)
-        self.limits.precheck(req.query, documents, truncate_to=args.truncate_to)
+        await self._precheck(req.query, documents, truncate_to=args.truncate_to)
         return_documents = req.resolved_return_documents()
         params = {
             "method": method,
@@ -213,7 +221,7 @@ class Service:
             verb="rerank_compress", top_n=top_n, budget=budget, truncate_to=req.max_tokens_per_doc
         )
         method = self._compress_method(None)
-        self.limits.precheck(req.query, documents, truncate_to=args.truncate_to)
+        await self._precheck(req.query, documents, truncate_to=args.truncate_to)
         return_documents = req.resolved_return_documents()
         params = {
             "method": self._compress_name(method),
@@ -258,7 +266,7 @@ class Service:
         documents = req.resolved_documents()
         args = VerbArgs(verb="compress", budget=req.resolved_budget(), keep_order=req.keep_order)
         method = self._compress_method(req.method)
-        self.limits.precheck(req.query, documents)
+        await self._precheck(req.query, documents)
         params = {"method": self._compress_name(method), **args.params()}
         key = self._key("compress:v1", params, req.query, documents)
 
@@ -289,13 +297,14 @@ class Service:
             verb="rerank_compress", top_n=top_n, budget=budget, keep_order=req.keep_order
         )
         method = self._compress_method(req.method)
-        self.limits.precheck(req.query, documents)
+        await self._precheck(req.query, documents)
         params = {
             "method": self._compress_name(method),
             "return_documents": req.return_documents,
             **args.params(),
         }
-        key = self._key("rerank_compress:v1", params, req.query, documents)
+        # v2: the response names the ranking method (entries cached before lack it).
+        key = self._key("rerank_compress:v2", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankCompressResponse:
             compressor = self.compressor(method)
@@ -354,7 +363,7 @@ class Service:
         if not req.query.strip():
             raise InvalidInputError("query must be a non-empty string")
         self._check_k("k", req.k)
-        self.limits.precheck(req.query, None)
+        await self._precheck(req.query, None)
         top_n = min(req.top_n, req.k) if req.top_n is not None else None
         mode = self._mode(pipeline, req.mode)
         manifest = getattr(pipeline.index, "manifest", None)
@@ -414,7 +423,7 @@ class Service:
         if not req.question.strip():
             raise InvalidInputError("question must be a non-empty string")
         self._check_k("top_k", req.top_k)
-        self.limits.precheck(req.question, None, what="question")
+        await self._precheck(req.question, None, what="question")
         if req.compress and pipeline.compressor is None:
             raise InvalidInputError(
                 f"compress method 'default' is unavailable here: {self._unavailable}; "
@@ -455,8 +464,8 @@ class Service:
         """
         if requested is None:
             return self.rerank_method
-        if requested not in self._rerankers:
-            RERANK_METHODS.spec(requested)
+        if requested not in self._rerankers and requested not in RERANK_METHODS:
+            raise _unknown_method("rerank", requested, RERANK_METHODS)
         return requested
 
     def rerank_engine(self, method: str) -> Reranker:
@@ -485,8 +494,8 @@ class Service:
         configured one (``None``: the library's default)."""
         if requested is None:
             return self.settings.compress_method
-        if requested not in self._compressors:
-            COMPRESS_METHODS.spec(requested)
+        if requested not in self._compressors and requested not in COMPRESS_METHODS:
+            raise _unknown_method("compress", requested, COMPRESS_METHODS)
         return requested
 
     def _compress_name(self, method: str | None) -> str:
@@ -506,8 +515,6 @@ class Service:
         """
         compressor = self._compressors.get(method)
         if compressor is None:
-            if self._compressor_factory is None:
-                raise InvalidInputError("compression is not available in this build")
             try:
                 compressor = self._compressor_factory(self.proxy, method)
             except ModelLoadError as exc:
@@ -529,12 +536,11 @@ class Service:
                 self.rerank_engine(name)
             except (InvalidInputError, MissingDependencyError) as exc:
                 missing[f"rerank:{name}"] = str(exc)
-        if self._compressor_factory is not None:
-            for name in COMPRESS_METHODS:
-                try:
-                    self.compressor(name)
-                except (InvalidInputError, ModelLoadError, MissingDependencyError) as exc:
-                    missing[f"compress:{name}"] = str(exc)
+        for name in COMPRESS_METHODS:
+            try:
+                self.compressor(name)
+            except (InvalidInputError, ModelLoadError, MissingDependencyError) as exc:
+                missing[f"compress:{name}"] = str(exc)
         return missing
 
     # --- shared -----------------------------------------------------------------------------
@@ -546,6 +552,26 @@ class Service:
         return cache_key(
             model=self.fingerprint, route=route, params=params, query=query, documents=documents
         )
+
+    async def _precheck(
+        self,
+        query: str,
+        documents: Sequence[Document] | None,
+        *,
+        truncate_to: int | None = None,
+        what: str = "query",
+    ) -> None:
+        """The limits by counts, lengths and token lower bounds (:meth:`LimitChecker.precheck`),
+        before the cache and both threads: on the event loop, or for a large body on a worker
+        thread of its own (never the tokenizer thread), so the loop keeps serving meanwhile."""
+        check = functools.partial(
+            self.limits.precheck, query, documents, truncate_to=truncate_to, what=what
+        )
+        size = len(query) + sum(len(d.text) for d in documents or ())
+        if size > _PRECHECK_THREAD_CHARS:
+            await anyio.to_thread.run_sync(check)
+        else:
+            check()
 
     async def _check(
         self,

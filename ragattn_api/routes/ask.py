@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 
 from ragattn_api.body import ignored_fields
 from ragattn_api.errors import ASK_RESPONSES
@@ -23,7 +25,10 @@ class AskController(Controller):
         summary="Answer a question from the configured index: retrieve, rerank, compress, generate",
     )
     async def ask(
-        self, data: AskRequest, service: Service, request: Request[Any, Any, Any]
+        self,
+        data: JSONBody[AskRequest],
+        service: NamedDependency[Service],
+        request: Request[Any, Any, Any],
     ) -> Response[AskResponse]:
         body, hit = await service.ask(data, notes=ignored_fields(request))
         return with_cache_header(body, hit)

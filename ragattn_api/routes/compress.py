@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 
 from ragattn_api.body import ignored_fields
 from ragattn_api.errors import MODEL_ROUTE_RESPONSES
@@ -28,7 +30,10 @@ class CompressController(Controller):
         summary="Prune documents to the sentences that answer the query",
     )
     async def compress(
-        self, data: CompressRequest, service: Service, request: Request[Any, Any, Any]
+        self,
+        data: JSONBody[CompressRequest],
+        service: NamedDependency[Service],
+        request: Request[Any, Any, Any],
     ) -> Response[CompressResponse]:
         body, hit = await service.compress(data, notes=ignored_fields(request))
         return with_cache_header(body, hit)
@@ -44,7 +49,10 @@ class RerankCompressController(Controller):
         summary="Rank documents and compress the best of them from one scoring pass",
     )
     async def rerank_compress(
-        self, data: RerankCompressRequest, service: Service, request: Request[Any, Any, Any]
+        self,
+        data: JSONBody[RerankCompressRequest],
+        service: NamedDependency[Service],
+        request: Request[Any, Any, Any],
     ) -> Response[RerankCompressResponse]:
         body, hit = await service.rerank_compress(data, notes=ignored_fields(request))
         return with_cache_header(body, hit)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from litestar import Controller, HttpMethod, MediaType, Response, get, route
 from litestar.datastructures import State
+from litestar.di import NamedDependency
 
 from ragattn.errors import NotReadyError
 from ragattn_api.errors import PROBE_RESPONSES
@@ -66,5 +67,5 @@ class HealthController(Controller):
     @get(
         "/metrics", summary="Prometheus metrics", media_type=MediaType.TEXT, include_in_schema=True
     )
-    async def metrics(self, metrics: Metrics) -> Response[bytes]:
+    async def metrics(self, metrics: NamedDependency[Metrics]) -> Response[bytes]:
         return Response(metrics.render(), media_type=PROMETHEUS_CONTENT_TYPE)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from litestar import HttpMethod, MediaType, get, route
 from litestar.exceptions import NotFoundException
+from litestar.params import FromPath
 from litestar.response import File
 
 from ragattn.demo import DOCUMENTS, QUERY
@@ -72,7 +73,7 @@ _MEDIA_TYPES = {
     opt={"public": True},
     sync_to_thread=False,
 )
-def static_asset(file_path: str) -> File:
+def static_asset(file_path: FromPath[str]) -> File:
     """One of :data:`ASSETS`; anything else (other paths, traversal, NUL or control characters)
     is a 404 in the error shape that never repeats the requested path."""
     path = ASSETS.get(file_path.removeprefix("/"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 
 from ragattn_api.body import ignored_fields
 from ragattn_api.errors import MODEL_ROUTE_RESPONSES
@@ -28,7 +30,10 @@ class RerankController(Controller):
         summary="Rerank documents (Cohere v1 shape)",
     )
     async def rerank_v1(
-        self, data: RerankRequest, service: Service, request: Request[Any, Any, Any]
+        self,
+        data: JSONBody[RerankRequest],
+        service: NamedDependency[Service],
+        request: Request[Any, Any, Any],
     ) -> Response[RerankResponse]:
         body, hit = await service.rerank(data, api_version="1", notes=ignored_fields(request))
         return with_cache_header(body, hit)
@@ -40,7 +45,10 @@ class RerankController(Controller):
         summary="Rerank documents (Cohere v2 shape)",
     )
     async def rerank_v2(
-        self, data: RerankRequest, service: Service, request: Request[Any, Any, Any]
+        self,
+        data: JSONBody[RerankRequest],
+        service: NamedDependency[Service],
+        request: Request[Any, Any, Any],
     ) -> Response[RerankResponse]:
         body, hit = await service.rerank(data, api_version="2", notes=ignored_fields(request))
         return with_cache_header(body, hit)
@@ -52,7 +60,10 @@ class RerankController(Controller):
         summary="Rerank documents; also accepts TEI's 'texts'",
     )
     async def rerank(
-        self, data: RerankRequest, service: Service, request: Request[Any, Any, Any]
+        self,
+        data: JSONBody[RerankRequest],
+        service: NamedDependency[Service],
+        request: Request[Any, Any, Any],
     ) -> Response[RerankResponse]:
         body, hit = await service.rerank(data, api_version="1", notes=ignored_fields(request))
         return with_cache_header(body, hit)

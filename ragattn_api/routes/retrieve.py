@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Controller, Request, Response, post
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 
 from ragattn_api.body import ignored_fields
 from ragattn_api.errors import MODEL_ROUTE_RESPONSES
@@ -23,7 +25,10 @@ class RetrieveController(Controller):
         summary="Search the configured index (BM25, dense or hybrid); optionally rerank the hits",
     )
     async def retrieve(
-        self, data: RetrieveRequest, service: Service, request: Request[Any, Any, Any]
+        self,
+        data: JSONBody[RetrieveRequest],
+        service: NamedDependency[Service],
+        request: Request[Any, Any, Any],
     ) -> Response[RetrieveResponse]:
         body, hit = await service.retrieve(data, notes=ignored_fields(request))
         return with_cache_header(body, hit)

@@ -185,4 +185,4 @@ def test_pipeline_uses_the_checker_it_is_given_and_checks_a_question_once() -> N
     assert checker.query_checks == 2
     with pytest.raises(InputTooLargeError, match="question has 5 tokens; the limit is 4"):
         pipe.ask("where is Paris, in France?", options)
-    assert isinstance(question, Question) and options.budget == Budget(kind="ratio", value=0.5)
+    assert isinstance(question, Question) and options.budget == Budget(kind="ratio", value=0.2)

@@ -32,15 +32,15 @@ def test_the_character_bound_holds_for_every_vocabulary_entry(tokenizer: Any) ->
 
 def test_precheck_refuses_by_length_exactly(tokenizer: Any) -> None:
     checker = LimitChecker(tokenizer, Limits(max_documents=3, max_tokens_per_doc=8))
-    bound = 8 * checker.tokens.max_token_chars
-    checker.precheck("q", [Document(text="x" * bound)])  # could still fit: left to the count
+    checker.precheck("q", [Document(text="x" * 32)])  # 8 tokens: fits
+    checker.precheck("q", [Document(text="word " * 20)])  # 21 tokens, bound 8: left to the count
     with pytest.raises(InputTooLargeError, match=re.escape("documents[0] has more than 8 tokens")):
-        checker.precheck("q", [Document(text="x" * (bound + 1))])
+        checker.precheck("q", [Document(text="x" * 33)])  # bound 9: refused before the tokenizer
     with pytest.raises(InputTooLargeError, match=re.escape("at most 3 per request")):
         checker.precheck("q", [Document(text="a")] * 4)
     with pytest.raises(InvalidInputError, match="at least one document"):
         checker.precheck("q", [])
-    checker.precheck("q", [Document(text="x" * (bound + 1))], truncate_to=4)  # truncated, fine
+    checker.precheck("q", [Document(text="x" * 33)], truncate_to=4)  # truncated, fine
 
 
 def test_check_counts_like_the_proxy_tokenizer(tokenizer: Any) -> None:

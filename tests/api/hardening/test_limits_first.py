@@ -78,8 +78,10 @@ async def test_a_5mb_input_is_refused_while_the_model_thread_is_busy(
 async def test_a_long_query_within_the_character_bound_is_counted_off_the_model_thread(
     production_server: Callable[..., Any], gated: Any
 ) -> None:
-    """A query short enough in characters to need a token count is counted on the tokenizer
-    thread: refused with its exact token count while the model thread is still held."""
+    """A query whose token lower bound (characters, and which bytes the vocabulary joins) is
+    within the limit needs a token count; it is counted on the tokenizer thread: refused with its
+    exact token count while the model thread is still held. ``word`` × 100 has 100 tokens and a
+    bound of about 34."""
     with production_server(reranker=gated, cache_backend="none", max_query_tokens=64) as live:
         async with httpx.AsyncClient(base_url=live.url, timeout=60) as c:
             held = asyncio.ensure_future(
@@ -87,10 +89,10 @@ async def test_a_long_query_within_the_character_bound_is_counted_off_the_model_
             )
             await anyio.to_thread.run_sync(gated.entered.wait, 30)
             resp = await c.post(
-                "/v2/rerank", json={"query": " ".join(["word"] * 200), "documents": ["a"]}
+                "/v2/rerank", json={"query": " ".join(["word"] * 100), "documents": ["a"]}
             )
             assert not held.done()
             gated.gate.set()
             await held
     assert resp.status_code == 413
-    assert resp.json()["message"].startswith("query has 200 tokens; the limit is 64")
+    assert resp.json()["message"].startswith("query has 100 tokens; the limit is 64")
