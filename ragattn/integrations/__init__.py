@@ -21,7 +21,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ragattn.client import AsyncClient, Client
 from ragattn.contract import AsyncCompressEngine, CompressEngine, RerankEngine, Verb, VerbArgs
@@ -245,6 +245,34 @@ def compress_args(
     given = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold, "top_n": top_n}
     default = Budget(kind="ratio", value=default_ratio)
     return VerbArgs.check(verb, given, default_budget=default)
+
+
+Order = Literal["rank", "input"]
+"""How a compressing adapter returns what it kept: ``rank`` (the one read, best first) or
+``input`` (compress only, input order)."""
+
+
+def compressor_setup(
+    compressor: Any,
+    order: Order,
+    top_n: int | None,
+    budget: tuple[float | None, int | None, float | None],
+    *,
+    unit: str,
+) -> tuple[VerbArgs, Engine]:
+    """The checked call and the engine of a compressing adapter (the LangChain compressor, the
+    LlamaIndex postprocessor): the one read for ``order="rank"``, a compress call otherwise;
+    ``budget`` is ``(ratio, target_tokens, threshold)`` as the adapter was given them.
+
+    Raises:
+        InvalidInputError: a ``top_n`` without ``order="rank"`` (``unit`` names what it keeps),
+            or a bad budget (:func:`compress_args`).
+    """
+    ranks = order == "rank"
+    if not ranks and top_n is not None:
+        raise InvalidInputError(f"top_n keeps the best {unit}; it needs order='rank'")
+    args = compress_args(*budget, verb="rerank_compress" if ranks else "compress", top_n=top_n)
+    return args, Engine(compressor, role="reader" if ranks else "compressor")
 
 
 def one_budget(

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from ragattn._optional import require
 
@@ -65,16 +65,16 @@ from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
+    Order,
     ReadDocument,
     check_k,
     check_top_n,
     compress_args,
+    compressor_setup,
     kept_spans_metadata,
     read_documents,
 )
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
-
-Order = Literal["rank", "input"]
 
 
 def _to_ragattn(documents: Sequence[LCDocument]) -> list[Document]:
@@ -200,17 +200,13 @@ class RagattnCompressor(BaseDocumentCompressor):
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        ranks = self.order == "rank"
-        if not ranks and self.top_n is not None:
-            raise InvalidInputError("top_n keeps the best documents; it needs order='rank'")
-        self._args = compress_args(
-            self.ratio,
-            self.target_tokens,
-            self.threshold,
-            verb="rerank_compress" if ranks else "compress",
-            top_n=self.top_n,
+        self._args, self._engine = compressor_setup(
+            self.compressor,
+            self.order,
+            self.top_n,
+            (self.ratio, self.target_tokens, self.threshold),
+            unit="documents",
         )
-        self._engine = Engine(self.compressor, role="reader" if ranks else "compressor")
 
     def _documents(
         self, documents: Sequence[LCDocument], result: CompressionResult

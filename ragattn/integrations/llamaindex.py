@@ -23,7 +23,7 @@ work in a worker thread.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from ragattn._optional import require
 
@@ -45,14 +45,13 @@ from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
+    Order,
     check_top_n,
-    compress_args,
+    compressor_setup,
     kept_spans_metadata,
     read_documents,
 )
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
-
-Order = Literal["rank", "input"]
 
 
 def _query(query_bundle: QueryBundle | None) -> str:
@@ -182,17 +181,13 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        ranks = self.order == "rank"
-        if not ranks and self.top_n is not None:
-            raise InvalidInputError("top_n keeps the best nodes; it needs order='rank'")
-        self._args = compress_args(
-            self.ratio,
-            self.target_tokens,
-            self.threshold,
-            verb="rerank_compress" if ranks else "compress",
-            top_n=self.top_n,
+        self._args, self._engine = compressor_setup(
+            self.compressor,
+            self.order,
+            self.top_n,
+            (self.ratio, self.target_tokens, self.threshold),
+            unit="nodes",
         )
-        self._engine = Engine(self.compressor, role="reader" if ranks else "compressor")
 
     @classmethod
     def class_name(cls) -> str:
