@@ -45,7 +45,7 @@ from ragattn.limits import CheckedInput, LimitChecker
 from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
 from ragattn.rerank.registry import METHODS as RERANK_METHODS
 from ragattn.settings import Settings
-from ragattn.types import Budget, Document
+from ragattn.types import Document
 from ragattn_api.errors import DeadlineExceededError
 from ragattn_api.logsafe import quoted
 from ragattn_api.schemas import (
@@ -151,95 +151,59 @@ class Service:
     async def rerank(
         self, req: RerankRequest, *, api_version: str, notes: Sequence[str] = ()
     ) -> tuple[RerankResponse, bool]:
-        """Rerank with the request's (or the server's) rerank method; with ``prune``, rank and
-        prune from the compressor's one read instead (:meth:`_rerank_pruned`)."""
+        """Rerank with the request's (or the server's) rerank method.
+
+        With ``prune``, one ``rerank_and_compress`` call on the service's default compressor
+        ranks the documents and keeps the best ``top_n`` results' sentences under that budget,
+        one budget across them all (the proxy's tokens); ``max_tokens_per_doc`` truncates as
+        without it (a truncated text is a prefix of the one sent, so span offsets index the text
+        as sent), and the response names the ranking method (``<compress method>:document-probe``
+        or ``:max-sentence``) in ``method``.
+        """
         documents = req.resolved_documents()
         top_n = req.resolved_top_n()
         if top_n is not None:
             top_n = min(top_n, len(documents))  # Cohere semantics: clamp, do not fail
         budget = req.resolved_prune()
-        if budget is not None:
-            return await self._rerank_pruned(
-                req, documents, top_n, budget, api_version=api_version, notes=notes
-            )
-        args = VerbArgs(verb="rerank", top_n=top_n, truncate_to=req.max_tokens_per_doc)
-        method = self._rerank_method(req.method)
+        pruning = budget is not None
+        args = VerbArgs(
+            verb="rerank_compress" if pruning else "rerank",
+            top_n=top_n,
+            budget=budget,
+            truncate_to=req.max_tokens_per_doc,
+        )
+        method: str | None
+        name: str | None
+        if budget is None:
+            method = name = self._rerank_method(req.method)
+        else:
+            method = self._compress_method(None)
+            name = self._compress_name(method)
         await self._precheck(req.query, documents, truncate_to=args.truncate_to)
         return_documents = req.resolved_return_documents()
-        params = {
-            "method": method,
-            "top_n": top_n,
-            "return_documents": return_documents,
-            "raw_scores": req.raw_scores,
-            "max_tokens_per_doc": req.max_tokens_per_doc,
-        }
+        params: dict[str, Any] = {"method": name}
+        if budget is not None:
+            params["prune"] = budget.keywords()
+        params.update(
+            top_n=top_n,
+            return_documents=return_documents,
+            raw_scores=req.raw_scores,
+            max_tokens_per_doc=req.max_tokens_per_doc,
+        )
         key = self._key(f"rerank:v{api_version}", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankResponse:
-            reranker = self.rerank_engine(method)
-            result = reranker.rerank(req.query, list(checked.documents), **args.keywords())
+            inputs = list(checked.documents)
+            pruned = None
+            if pruning:
+                result, pruned = self.compressor(method).rerank_and_compress(
+                    req.query, inputs, **args.keywords()
+                )
+            else:
+                assert method is not None  # a rerank method always resolves to a name
+                result = self.rerank_engine(method).rerank(req.query, inputs, **args.keywords())
             return RerankResponse.from_result(
                 result,
-                id="",
-                api_version=api_version,
-                model=self.model_name,
-                input_tokens=checked.input_tokens,
-                return_documents=return_documents,
-                raw_scores=req.raw_scores,
-                warnings=list(checked.warnings),
-            )
-
-        async def work(deadline: float | None) -> RerankResponse:
-            checked = await self._check(req.query, documents, args.truncate_to, deadline)
-            return await self.worker.run("rerank", score, checked, deadline=deadline)
-
-        body, hit = await self._cached(key, work, RerankResponse)
-        meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
-        # ``method`` only when the request named one: Cohere and TEI clients see today's shape.
-        served = method if req.method is not None else None
-        return msgspec.structs.replace(body, id=new_id(), meta=meta, method=served), hit
-
-    async def _rerank_pruned(
-        self,
-        req: RerankRequest,
-        documents: list[Document],
-        top_n: int | None,
-        budget: Budget,
-        *,
-        api_version: str,
-        notes: Sequence[str],
-    ) -> tuple[RerankResponse, bool]:
-        """A rerank route's answer with ``prune``: one ``rerank_and_compress`` call on the
-        service's default compressor ranks the documents and keeps the best ``top_n`` results'
-        sentences under ``budget``, one budget across them all (the proxy's tokens).
-
-        ``max_tokens_per_doc`` truncates as without ``prune`` (a truncated text is a prefix of
-        the one sent, so span offsets index the text as sent). The response names the ranking
-        method (``<compress method>:document-probe`` or ``:max-sentence``) in ``method``.
-        """
-        args = VerbArgs(
-            verb="rerank_compress", top_n=top_n, budget=budget, truncate_to=req.max_tokens_per_doc
-        )
-        method = self._compress_method(None)
-        await self._precheck(req.query, documents, truncate_to=args.truncate_to)
-        return_documents = req.resolved_return_documents()
-        params = {
-            "method": self._compress_name(method),
-            "prune": budget.keywords(),
-            "top_n": top_n,
-            "return_documents": return_documents,
-            "raw_scores": req.raw_scores,
-            "max_tokens_per_doc": req.max_tokens_per_doc,
-        }
-        key = self._key(f"rerank:v{api_version}", params, req.query, documents)
-
-        def score(checked: CheckedInput) -> RerankResponse:
-            compressor = self.compressor(method)
-            ranked, pruned = compressor.rerank_and_compress(
-                req.query, list(checked.documents), **args.keywords()
-            )
-            return RerankResponse.from_result(
-                ranked,
                 id="",
                 api_version=api_version,
                 model=self.model_name,
@@ -252,11 +216,16 @@ class Service:
 
         async def work(deadline: float | None) -> RerankResponse:
             checked = await self._check(req.query, documents, args.truncate_to, deadline)
-            return await self.worker.run("rerank_compress", score, checked, deadline=deadline)
+            task = "rerank_compress" if pruning else "rerank"
+            return await self.worker.run(task, score, checked, deadline=deadline)
 
         body, hit = await self._cached(key, work, RerankResponse)
         meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
-        return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
+        if pruning:  # the response names the method that ranked (set from the result)
+            return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
+        # ``method`` only when the request named one: Cohere and TEI clients see today's shape.
+        served = method if req.method is not None else None
+        return msgspec.structs.replace(body, id=new_id(), meta=meta, method=served), hit
 
     # --- compress ---------------------------------------------------------------------------
 
