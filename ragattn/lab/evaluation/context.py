@@ -36,6 +36,7 @@ from ragattn.compress import DOC_JOINER, Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
 from ragattn.errors import InvalidInputError
 from ragattn.lab.evaluation import datasets as ds
+from ragattn.lab.evaluation.harness import fmt_cell, mean_or_none
 from ragattn.lab.evaluation.metrics import TokenizerLike, count_tokens, normalize_answer
 from ragattn.lab.probe_training import SQUAD_EVAL_QUESTIONS, TWOWIKI_TRAIN_FROM
 from ragattn.rerank import Reranker
@@ -563,10 +564,6 @@ class OutcomeCache:
 # --------------------------------------------------------------------------------------- report
 
 
-def _mean(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if values else None
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextRow:
     """One system at one budget, means over the questions.
@@ -602,17 +599,17 @@ def summarize(outcomes: Sequence[Outcome], *, budget: str, system: str) -> Conte
         budget=budget,
         system=system,
         matched=system in MATCHED,
-        evidence_recall=_mean([o.gold_kept / o.gold_present for o in outcomes if o.gold_present]),
-        answer_kept=_mean([float(o.answer_kept) for o in outcomes if o.answer_kept is not None]),
+        evidence_recall=mean_or_none(
+            [o.gold_kept / o.gold_present for o in outcomes if o.gold_present]
+        ),
+        answer_kept=mean_or_none(
+            [float(o.answer_kept) for o in outcomes if o.answer_kept is not None]
+        ),
         passages=float(np.mean([o.passages for o in outcomes])),
         tokens=float(np.mean([o.tokens for o in outcomes])),
         seconds=float(np.mean([o.seconds for o in outcomes])),
         over_ids=tuple(o.qid for o in outcomes if o.over),
     )
-
-
-def _fmt(value: float | None, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -643,8 +640,13 @@ class ContextReport:
         ]
         for r in self.rows:
             name = r.system if r.matched else f"{r.system} *"
-            cells = [r.budget, name, _fmt(r.evidence_recall), _fmt(r.answer_kept)]
-            cells += [_fmt(r.passages, 2), _fmt(r.tokens, 1), _fmt(r.seconds), str(len(r.over_ids))]
+            cells = [r.budget, name, fmt_cell(r.evidence_recall), fmt_cell(r.answer_kept)]
+            cells += [
+                fmt_cell(r.passages, 2),
+                fmt_cell(r.tokens, 1),
+                fmt_cell(r.seconds),
+                str(len(r.over_ids)),
+            ]
             lines.append("| " + " | ".join(cells) + " |")
         lines += [
             "",

@@ -31,7 +31,8 @@ Ranker = Callable[[RerankQuery], Mapping[str, float]]
 """A reranker under test: scores (higher is better) for every candidate id of the query."""
 
 
-def _fmt(value: float | None, digits: int = 3) -> str:
+def fmt_cell(value: float | None, digits: int = 3) -> str:
+    """A table cell: ``value`` to ``digits`` decimals, or a dash for no value."""
     return "–" if value is None else f"{value:.{digits}f}"
 
 
@@ -59,7 +60,7 @@ class RerankReport:
             "|---|---|---|",
         ]
         lines += [
-            f"| {r.name} | {_fmt(r.ndcg_at_10, 4)} | {_fmt(r.seconds_per_query)} |"
+            f"| {r.name} | {fmt_cell(r.ndcg_at_10, 4)} | {fmt_cell(r.seconds_per_query)} |"
             for r in self.rows
         ]
         return "\n".join(lines)
@@ -160,11 +161,11 @@ class SelectionReport:
         for r in self.rows:
             cells = (
                 [r.name]
-                + [_fmt(v) for v in r.recall]
-                + [_fmt(r.r_precision)]
-                + [_fmt(v) for v in r.answer_retention]
-                + [_fmt(v) for v in r.achieved_ratio]
-                + [_fmt(r.seconds_per_example)]
+                + [fmt_cell(v) for v in r.recall]
+                + [fmt_cell(r.r_precision)]
+                + [fmt_cell(v) for v in r.answer_retention]
+                + [fmt_cell(v) for v in r.achieved_ratio]
+                + [fmt_cell(r.seconds_per_example)]
             )
             lines.append("| " + " | ".join(cells) + " |")
         return "\n".join(lines)
@@ -173,7 +174,8 @@ class SelectionReport:
         return to_plain(self)
 
 
-def _mean(values: Sequence[float | bool | None]) -> float | None:
+def mean_or_none(values: Sequence[float | bool | None]) -> float | None:
+    """The mean of the values that are not None, or None when there are none."""
     kept = [float(v) for v in values if v is not None]
     return float(np.mean(kept)) if kept else None
 
@@ -262,10 +264,10 @@ def evaluate_selection(
         rows.append(
             SelectionRow(
                 name=name,
-                recall=tuple(_mean([e[0][b] for e in per_ex]) for b in range(len(budgets))),
-                r_precision=_mean([e[1] for e in per_ex]),
+                recall=tuple(mean_or_none([e[0][b] for e in per_ex]) for b in range(len(budgets))),
+                r_precision=mean_or_none([e[1] for e in per_ex]),
                 answer_retention=tuple(
-                    _mean([e[2][b] for e in per_ex]) for b in range(len(budgets))
+                    mean_or_none([e[2][b] for e in per_ex]) for b in range(len(budgets))
                 ),
                 achieved_ratio=tuple(
                     float(np.mean([e[3][b] for e in per_ex])) for b in range(len(budgets))
