@@ -9,9 +9,12 @@ to the generator), and beside it what a pipeline that reranks and pastes the bes
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from ragattn.types import CompressionResult, RerankResults
 
 DEMO_RATIO = 0.3
 """The demo's budget: 30 % of the six passages' tokens (the demo's default since its first
@@ -33,8 +36,8 @@ class DemoScreen:
         rerank_method: the reranker that ordered ``stuffed``.
     """
 
-    ranked: Any
-    context: Any
+    ranked: RerankResults
+    context: CompressionResult
     read_s: float
     stuffed: str
     stuffed_ids: tuple[str, ...]
