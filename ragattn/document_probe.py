@@ -190,6 +190,13 @@ class DocumentProbe:
             )
 
 
+def document_cosines(query: str, documents: Sequence[Document]) -> np.ndarray:
+    """Each document's MiniLM cosine to the query (title and text, in [-1, 1]): the MiniLM input
+    of the document probe, and of the cascade's ``documents`` first pass."""
+    texts = [f"{d.title or ''} {d.text}".strip() for d in documents]
+    return np.asarray(dense_scores(query, texts), dtype=np.float64)
+
+
 def score_documents(
     probe: DocumentProbe,
     tokenizer: Any,
@@ -222,7 +229,7 @@ def score_documents(
     if not minilm:
         return probe.correction(pooled_names, pooled, config)
     if cosines is None:
-        cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+        cosines = document_cosines(query, documents)
     return probe.score(pooled_names, pooled, cosines, config)
 
 

@@ -43,7 +43,7 @@ from tqdm import tqdm
 
 from ragattn.assets import default_models_dir
 from ragattn.compress import Compressor
-from ragattn.compress.cascade import Cascade, document_cosines, keep_by_tokens, keep_linked
+from ragattn.compress.cascade import Cascade, keep_by_tokens, keep_linked, unit_cosines
 from ragattn.compress.probe import Probe
 from ragattn.compress.registry import PROBE_METHODS, probe_path
 from ragattn.compress.scorers import ProbeScorer
@@ -154,7 +154,7 @@ def main() -> None:
             elif first == "bm25":
                 score = bm25_scores(ex.question, texts)
             else:
-                score = document_cosines(ex.question, list(ex.documents), units)
+                score = unit_cosines(ex.question, list(ex.documents), units)
             for keep in keeps:
                 kept = np.zeros(len(units), dtype=bool)
                 if links:

@@ -20,9 +20,9 @@ from ragattn.compress.budget import select
 from ragattn.compress.cascade import (
     DEFAULT_CASCADE,
     Cascade,
-    document_cosines,
     keep_by_tokens,
     keep_linked,
+    unit_cosines,
 )
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
@@ -44,12 +44,13 @@ from ragattn.compress.selection import (
 from ragattn.contract import CompressVerbs, VerbArgs
 from ragattn.document_probe import (
     DocumentProbe,
+    document_cosines,
     document_probe_path,
     score_documents,
     zscore_columns,
 )
 from ragattn.errors import InvalidInputError, ModelLoadError
-from ragattn.lexical import bm25_scores, dense_scores, sigmoid
+from ragattn.lexical import bm25_scores, sigmoid
 from ragattn.methods import MethodSpec
 from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy, resolve_tokenizer
 from ragattn.sentences import split_sentences
@@ -271,7 +272,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             if self._document_probe() is not None:
                 # the whole documents' cosines: one MiniLM pass serves the weighting, the
                 # ranking and a ``documents`` cascade alike (the encoder's LRU holds them)
-                cosines = _document_cosines(query, docs)
+                cosines = document_cosines(query, docs)
         scores, chunks, feats = self._selection_scores(
             query,
             read_docs,
@@ -328,7 +329,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
             correction[list(doc_map)] = self._document_scores(
                 probe, query, read_docs, read_units, feats.features, minilm=False
             )
-            base = zscore_columns(_document_cosines(query, docs)[:, None])[:, 0]
+            base = zscore_columns(document_cosines(query, docs)[:, None])[:, 0]
             raw = probe.minilm_weight * base + correction
         return _Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
 
@@ -381,7 +382,7 @@ class Compressor(CompressVerbs[CompressionResult, tuple[RerankResults, Compressi
         if cascade.scorer == "bm25":
             first = bm25_scores(query, texts)
         elif cascade.scorer == "documents":
-            first = document_cosines(query, docs, units)
+            first = unit_cosines(query, docs, units)
         else:
             first = self._cascade_scorer().score(query, docs, units)[0]
         if cascade.links:
@@ -675,13 +676,6 @@ class _Read:
     chunks: int
     notes: tuple[str, ...]
     ranking: _Ranking | None = None
-
-
-def _document_cosines(query: str, docs: Sequence[Document]) -> np.ndarray:
-    """Each document's MiniLM cosine to the query (title and text, in [-1, 1]), as the document
-    probe reads it."""
-    texts = [f"{d.title or ''} {d.text}".strip() for d in docs]
-    return np.asarray(dense_scores(query, texts), dtype=np.float64)
 
 
 def _reduced(

@@ -17,8 +17,8 @@ from typing import Literal
 import numpy as np
 
 from ragattn.compress.links import title_pattern
+from ragattn.document_probe import document_cosines
 from ragattn.errors import InvalidInputError
-from ragattn.lexical import dense_scores
 from ragattn.sentence_attention import Unit
 from ragattn.types import Document
 
@@ -26,13 +26,11 @@ CascadeScorer = Literal["bm25", "documents", "lexical"]
 SCORERS: tuple[CascadeScorer, ...] = ("bm25", "documents", "lexical")
 
 
-def document_cosines(
-    query: str, documents: Sequence[Document], units: Sequence[Unit]
-) -> np.ndarray:
+def unit_cosines(query: str, documents: Sequence[Document], units: Sequence[Unit]) -> np.ndarray:
     """Each unit's document's MiniLM cosine to the query (title and text, in [-1, 1]): the very
-    cosine the document probe reads (:func:`ragattn.document_probe.score_documents`), so the
+    cosine the document probe reads (:func:`ragattn.document_probe.document_cosines`), so the
     encoder's cache serves it once for both."""
-    cosines = dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+    cosines = document_cosines(query, documents)
     return np.asarray([cosines[u.doc] for u in units], dtype=np.float64)
 
 
@@ -239,8 +237,8 @@ __all__ = [
     "SCORERS",
     "Cascade",
     "CascadeScorer",
-    "document_cosines",
     "keep_by_tokens",
     "keep_linked",
     "named_documents",
+    "unit_cosines",
 ]
