@@ -42,8 +42,9 @@ import torch
 
 from ragattn import Compressor, Reranker, load_proxy
 from ragattn.attention import HeadSet, engine_for
+from ragattn.devices import dtype_name, resolve_device, resolve_dtype
 from ragattn.lab.registry import compress_spec
-from ragattn.proxy import Proxy, dtype_name, load_tokenizer, resolve_device, resolve_dtype
+from ragattn.proxy import Proxy, load_tokenizer
 
 FP32_TOL = 1e-4
 """Max absolute difference of an attention probability, fp32: the capture and the eager path

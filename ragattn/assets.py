@@ -4,14 +4,13 @@ The committed assets live in the repository's top-level ``models/<proxy>/``; the
 them as package data under ``ragattn/models/<proxy>/`` (copied there at build time by
 ``setup.py``), found through :mod:`importlib.resources`. A source checkout (``PYTHONPATH`` or
 ``pip install -e .``) has no ``ragattn/models`` and reads ``models/`` in place. A user's own
-trained assets are picked
-by ``RAGATTN_MODELS_DIR`` (read when an asset is looked up, not at import) or by the ``models_dir=``
-arguments of the training commands and loaders.
+trained assets are picked by :func:`use_models_dir` (the service and the CLI call it with
+``RAGATTN_MODELS_DIR``, :attr:`ragattn.settings.Settings.models_dir`; the library never reads the
+environment) or by the ``models_dir=`` arguments of the training commands and loaders.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from importlib.resources import files
 from pathlib import Path
@@ -20,8 +19,20 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ragattn.proxy import Proxy
 
-MODELS_DIR_ENV = "RAGATTN_MODELS_DIR"
-"""Environment variable naming a directory laid out like ``ragattn/models`` (``<proxy>/<file>``)."""
+_chosen_models_dir: Path | None = None
+"""The directory :func:`use_models_dir` chose for this process (None: the packaged assets)."""
+
+
+def use_models_dir(directory: str | Path | None) -> None:
+    """Read learned assets from ``directory`` (laid out like ``ragattn/models``: ``<proxy>/<file>``)
+    for the rest of this process; None goes back to the packaged ones.
+
+    Process-wide because every loader (rerank profiles, probes, the weight fingerprint) looks the
+    assets up by proxy name; the edges call it once with ``Settings.models_dir`` before they build
+    an engine, and a ``models_dir=`` argument still overrides it per engine.
+    """
+    global _chosen_models_dir
+    _chosen_models_dir = Path(directory).expanduser() if directory else None
 
 
 def packaged_models_dir() -> Path:
@@ -34,9 +45,9 @@ def packaged_models_dir() -> Path:
 
 
 def default_models_dir() -> Path:
-    """``$RAGATTN_MODELS_DIR`` when set (a user's own trained assets), else the packaged assets."""
-    override = os.environ.get(MODELS_DIR_ENV, "").strip()
-    return Path(override).expanduser() if override else packaged_models_dir()
+    """The directory chosen by :func:`use_models_dir` (a user's own trained assets), else the
+    packaged assets."""
+    return _chosen_models_dir or packaged_models_dir()
 
 
 def proxy_slug(proxy: Proxy | str) -> str:

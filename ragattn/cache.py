@@ -217,26 +217,13 @@ class RedisCache:
         timeout_s: float = 1.0,
         cooldown_s: float = 1.0,
     ) -> None:
-        redis_asyncio = require("redis.asyncio", extra="redis")
-        from redis.asyncio.retry import Retry
-        from redis.backoff import NoBackoff
-        from redis.exceptions import ConnectionError as RedisConnectionError
-
         self.url = url
         self.ttl_s = ttl_s
         self.cooldown_s = cooldown_s
         self.stats = CacheStats()
         self._down_until: dict[str, float] = {"read": 0.0, "write": 0.0}
-        self._errors: tuple[type[BaseException], ...] = _redis_errors()
-        # One immediate retry, on connection errors only (a stale pooled connection); a timeout
-        # is not retried: it would double the wait on a hung Redis.
-        self._client = redis_asyncio.Redis.from_url(
-            url,
-            socket_timeout=timeout_s,
-            socket_connect_timeout=timeout_s,
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
-            health_check_interval=0,
-        )
+        self._errors: tuple[type[BaseException], ...] = redis_errors()
+        self._client = redis_client(url, timeout_s=timeout_s)
 
     def _available(self, kind: str) -> bool:
         return time.monotonic() >= self._down_until[kind]
@@ -309,7 +296,32 @@ class RedisCache:
             logger.info("redis cache closed")
 
 
-def _redis_errors() -> tuple[type[BaseException], ...]:
+def redis_client(url: str, *, timeout_s: float) -> Any:
+    """A ``redis.asyncio.Redis`` for ``url`` with the service's failure rules (the cache's and the
+    shared rate limit's): ``timeout_s`` for connecting and for each command, and one immediate
+    retry on connection errors only (a stale pooled connection after a Redis restart); a timeout
+    is not retried, as it would double the wait on a hung Redis. No connection is made until the
+    first command, which binds the pool to the running event loop.
+
+    Raises:
+        MissingDependencyError: redis-py is not installed (the ``redis`` extra).
+    """
+    redis_asyncio = require("redis.asyncio", extra="redis")
+    from redis.asyncio.retry import Retry
+    from redis.backoff import NoBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    return redis_asyncio.Redis.from_url(
+        url,
+        socket_timeout=timeout_s,
+        socket_connect_timeout=timeout_s,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        health_check_interval=0,
+    )
+
+
+def redis_errors() -> tuple[type[BaseException], ...]:
+    """Every exception a Redis call through :func:`redis_client` can raise on a Redis failure."""
     from redis.exceptions import RedisError
 
     # RedisError covers ConnectionError, TimeoutError, OutOfMemoryError and every ResponseError;
@@ -348,5 +360,7 @@ __all__ = [
     "RedisCache",
     "cache_key",
     "cached_value",
+    "redis_client",
+    "redis_errors",
     "storing",
 ]

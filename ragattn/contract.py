@@ -1,28 +1,37 @@
 """The engine contract: what every front end hands an engine, and what an engine is.
 
-The service, the SDK client, batch, the framework adapters and the pipeline all check a call's
+The service, the SDK client, batch, the framework adapters and the pipeline check a call's
 arguments once, where they enter, into a :class:`VerbArgs` (its budget one
-:class:`~ragattn.types.Budget`), and pass that on; engines and inner layers trust it. An engine is
-a :class:`RerankEngine` and/or a :class:`CompressEngine`: in process (:class:`ragattn.Reranker`,
-:class:`ragattn.compress.Compressor`) or remote (:class:`ragattn.client.Client`). The compress
-verbs' signatures are written once, in :class:`CompressVerbs`, which the compressor and both
-clients inherit.
+:class:`~ragattn.types.Budget`), convert its documents once into
+:class:`~ragattn.types.Document` s, and call the engine's checked entry
+(:meth:`RerankVerbs.rerank_checked`, :meth:`CompressVerbs.compress_checked`,
+:meth:`CompressVerbs.rerank_and_compress_checked`), which trusts all three and checks nothing
+again. The keyword methods users call (``rerank``, ``compress``, ``rerank_and_compress``) are
+written once, here, as thin wrappers that check once and call that entry.
+
+An engine is a :class:`RerankVerbs` and/or a :class:`CompressVerbs`: in process
+(:class:`ragattn.Reranker`, :class:`ragattn.compress.Compressor`) or remote
+(:class:`ragattn.client.Client`, whose keyword methods leave the checks to the service it talks
+to).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, TypeVar
 
 from ragattn.errors import InvalidInputError
 from ragattn.types import (
     Budget,
     CompressionResult,
+    Document,
     DocumentLike,
     RerankResults,
+    as_documents,
     check_top_n,
 )
+from ragattn.validation import check_query
 
 Verb = Literal["rerank", "compress", "rerank_compress"]
 VERBS: tuple[Verb, ...] = ("rerank", "compress", "rerank_compress")
@@ -41,9 +50,10 @@ def verb_keywords(verb: Verb) -> tuple[str, ...]:
 class VerbArgs:
     """The arguments of one rerank, compress or rerank-and-compress call, checked once.
 
-    A front end builds one where arguments enter (:meth:`check`) and hands it on; engines and inner
-    layers trust it. The limits a call is held to (:class:`ragattn.limits.Limits`) are the
-    server's; the caller's own per-document cut is ``truncate_to``.
+    A front end builds one where arguments enter (construction checks them; :meth:`check` takes
+    them as keywords) and hands it to an engine's checked entry, which trusts it. The limits a
+    call is held to (:class:`ragattn.limits.Limits`) are the server's; the caller's own
+    per-document cut is ``truncate_to``.
 
     Attributes:
         verb: ``rerank``, ``compress`` or ``rerank_compress`` (one scoring pass for both).
@@ -82,24 +92,20 @@ class VerbArgs:
         *,
         default_budget: Budget | None = None,
     ) -> VerbArgs:
-        """Check the keywords of a call (``top_n``, ``ratio``/``target_tokens``/``threshold`` or
-        ``budget``, and the other fields) as given, e.g. ``locals()`` of an engine method.
+        """Check the keywords of a call as given (``top_n``, ``ratio``/``target_tokens``/
+        ``threshold`` or ``budget``, and the other fields), once; ``default_budget`` when a
+        compress verb is given none.
 
         Raises:
             InvalidInputError: a bad ``top_n``, not exactly one valid budget for a compress verb,
                 or a budget for ``rerank``.
         """
         kw = dict(given or {})
-        check_top_n(kw.get("top_n"))
-        raw = (kw.get("ratio"), kw.get("target_tokens"), kw.get("threshold"))
-        budget = kw.get("budget")
-        if verb == "rerank":
-            if budget is not None or raw != (None, None, None):
-                raise InvalidInputError("rerank takes no budget; use compress or rerank-compress")
-        elif budget is None and raw == (None, None, None) and default_budget is not None:
-            budget = default_budget
-        else:
-            budget = Budget.from_args(*raw, given=budget)
+        try:
+            budget = _one_budget(verb, kw, default_budget)
+        except InvalidInputError:
+            check_top_n(kw.get("top_n"))  # a bad top_n is named first, as construction does
+            raise
         fields = ("top_n", "keep_order", "tokenizer", "keep_entities", "truncate_to")
         return cls(verb=verb, budget=budget, **{k: kw[k] for k in fields if k in kw})
 
@@ -110,20 +116,6 @@ class VerbArgs:
             raise InvalidInputError("rerank takes no budget; use compress or rerank-compress")
         return self.budget
 
-    def keywords(self) -> dict[str, Any]:
-        """The keyword arguments of the verb's engine method (``top_n``, ``budget``, …); options
-        left at their default are left out, so any engine of the contract takes them."""
-        out: dict[str, Any] = {}
-        if self.verb != "compress":
-            out["top_n"] = self.top_n
-        if self.verb != "rerank":
-            out.update(budget=self.budget, keep_order=self.keep_order)
-        if self.tokenizer is not None:
-            out["tokenizer"] = self.tokenizer
-        if self.keep_entities:
-            out["keep_entities"] = True
-        return out
-
     def params(self) -> dict[str, Any]:
         """The output-changing arguments as wire fields (``top_n``, ``keep_order``, the budget's
         own keyword), for cache keys and request bodies."""
@@ -133,23 +125,75 @@ class VerbArgs:
         return out
 
 
-@runtime_checkable
-class RerankEngine(Protocol):
-    """What reranks: :class:`ragattn.Reranker` in process, :class:`ragattn.client.Client` remote."""
+def _one_budget(
+    verb: Verb, given: Mapping[str, Any], default_budget: Budget | None
+) -> Budget | None:
+    """The budget of a call's keywords (:meth:`VerbArgs.check`): none for ``rerank``."""
+    raw = tuple(given.get(k) for k in BUDGET_KEYWORDS)
+    budget = given.get("budget")
+    if verb == "rerank":
+        if budget is not None or raw != (None, None, None):
+            raise InvalidInputError("rerank takes no budget; use compress or rerank-compress")
+        return None
+    if budget is None and raw == (None, None, None) and default_budget is not None:
+        return default_budget
+    return Budget.from_args(*raw, given=budget)
 
-    def rerank(
-        self, query: str, documents: Sequence[DocumentLike], *, top_n: int | None = None
-    ) -> RerankResults: ...
+
+def input_documents(documents: str | Sequence[DocumentLike]) -> list[Document]:
+    """A keyword call's documents, converted once: a context string is one document, anything
+    else goes through :func:`~ragattn.types.as_documents`.
+
+    Raises:
+        InvalidInputError: a malformed document.
+    """
+    return [Document(text=documents)] if isinstance(documents, str) else as_documents(documents)
 
 
+def _nonempty(documents: list[Document]) -> list[Document]:
+    if not documents:
+        raise InvalidInputError("documents must hold at least one document")
+    return documents
+
+
+def _given(frame: Mapping[str, Any]) -> dict[str, Any]:
+    """A keyword method's keywords as given (its ``locals()`` less the positional arguments)."""
+    return {k: v for k, v in frame.items() if k not in ("self", "query", "documents")}
+
+
+_R = TypeVar("_R", covariant=True)
 _C = TypeVar("_C", covariant=True)
 _RC = TypeVar("_RC", covariant=True)
 
 
+class RerankVerbs(Generic[_R]):
+    """The rerank verb: :class:`~ragattn.Reranker` and both clients inherit it and implement the
+    checked entry, :meth:`rerank_checked`."""
+
+    def rerank(
+        self, query: str, documents: Sequence[DocumentLike], *, top_n: int | None = None
+    ) -> _R:
+        """Rerank ``documents`` for ``query``; best first, the best ``top_n`` (default: all).
+
+        Raises:
+            InvalidInputError: empty query, no documents, a malformed document, or a bad
+                ``top_n``.
+        """
+        args = VerbArgs(verb="rerank", top_n=top_n)
+        docs = as_documents(documents)
+        return self.rerank_checked(check_query(query), _nonempty(docs), args)
+
+    def rerank_checked(self, query: str, documents: Sequence[Document], args: VerbArgs) -> _R:
+        """The checked entry of :meth:`rerank`: ``query`` non-empty, ``documents`` converted and
+        non-empty, ``args`` of the ``rerank`` verb, all trusted as they are."""
+        raise NotImplementedError
+
+
 class CompressVerbs(Generic[_C, _RC]):
     """The compress verbs, written once: :class:`~ragattn.compress.Compressor` and both clients
-    inherit them and implement the two hooks, which receive the keywords as given (a client
-    leaves their check to the service, the edge it talks to)."""
+    inherit them and implement the two checked entries. The keyword methods check once
+    (:meth:`_compress_given`, :meth:`_rerank_compress_given`), then call the entry; a client
+    overrides those two hooks to send the keywords as given (the service checks them)."""
 
     def compress(
         self,
@@ -185,19 +229,18 @@ class CompressVerbs(Generic[_C, _RC]):
         Raises:
             InvalidInputError: empty query, not exactly one valid budget, malformed documents.
         """
-        given = {k: v for k, v in locals().items() if k not in ("self", "query", "documents")}
-        return self._compress(query, documents, given)
+        return self._compress_given(query, documents, _given(locals()))
 
     def rerank_and_compress(
         self,
         query: str,
         documents: Sequence[DocumentLike],
         *,
-        top_n: int | None = None,
         ratio: float | None = None,
         target_tokens: int | None = None,
         threshold: float | None = None,
         budget: Budget | None = None,
+        top_n: int | None = None,
         keep_order: bool = True,
         tokenizer: Any = None,
     ) -> _RC:
@@ -205,20 +248,39 @@ class CompressVerbs(Generic[_C, _RC]):
 
         The arguments are those of :meth:`compress` plus ``top_n`` (default: all).
         """
-        given = {k: v for k, v in locals().items() if k not in ("self", "query", "documents")}
-        return self._rerank_compress(query, documents, given)
+        return self._rerank_compress_given(query, documents, _given(locals()))
 
-    def _compress(
+    def compress_checked(self, query: str, documents: Sequence[Document], args: VerbArgs) -> _C:
+        """The checked entry of :meth:`compress`: ``query`` non-empty, ``documents`` converted,
+        ``args`` of the ``compress`` verb, all trusted as they are."""
+        raise NotImplementedError
+
+    def rerank_and_compress_checked(
+        self, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> _RC:
+        """The checked entry of :meth:`rerank_and_compress` (``args`` of the ``rerank_compress``
+        verb); trusts its arguments as :meth:`compress_checked` does."""
+        raise NotImplementedError
+
+    def _compress_given(
         self, query: str, documents: str | Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> _C:
-        raise NotImplementedError
+        args = VerbArgs.check("compress", given)
+        return self.compress_checked(check_query(query), input_documents(documents), args)
 
-    def _rerank_compress(
+    def _rerank_compress_given(
         self, query: str, documents: Sequence[DocumentLike], given: Mapping[str, Any]
     ) -> _RC:
-        raise NotImplementedError
+        args = VerbArgs.check("rerank_compress", given)
+        query = check_query(query)
+        return self.rerank_and_compress_checked(query, _nonempty(input_documents(documents)), args)
 
 
+RerankEngine = RerankVerbs[RerankResults]
+"""What reranks in the calling thread: :class:`ragattn.Reranker` in process,
+:class:`ragattn.client.Client` remote."""
+AsyncRerankEngine = RerankVerbs[Awaitable[RerankResults]]
+"""What reranks when awaited: :class:`ragattn.client.AsyncClient`."""
 CompressEngine = CompressVerbs[CompressionResult, tuple[RerankResults, CompressionResult]]
 """What compresses in the calling thread: :class:`~ragattn.compress.Compressor` in process,
 :class:`ragattn.client.Client` remote (both inherit :class:`CompressVerbs`)."""
@@ -232,10 +294,13 @@ __all__ = [
     "BUDGET_KEYWORDS",
     "VERBS",
     "AsyncCompressEngine",
+    "AsyncRerankEngine",
     "CompressEngine",
     "CompressVerbs",
     "RerankEngine",
+    "RerankVerbs",
     "Verb",
     "VerbArgs",
+    "input_documents",
     "verb_keywords",
 ]

@@ -28,9 +28,9 @@ from typing import Any
 
 import numpy as np
 
+from ragattn.devices import probe_accepts_dtype
 from ragattn.errors import ConfigError, ModelLoadError
 from ragattn.lexical import dense_scores
-from ragattn.proxy import probe_accepts_dtype
 from ragattn.sentence_attention import Unit, unit_widths
 from ragattn.types import Document
 
@@ -117,7 +117,7 @@ class DocumentProbe:
 
         Wider features are accepted: ``rows="both"`` holds the last and the query rows, and more
         layers hold the probe's layers. The weights' dtype follows
-        :func:`ragattn.proxy.probe_accepts_dtype`: float32 and bfloat16 features are
+        :func:`ragattn.devices.probe_accepts_dtype`: float32 and bfloat16 features are
         interchangeable (the packaged probe, fitted in fp32, reads a bf16 proxy's features), int8
         features only match an int8 probe.
 

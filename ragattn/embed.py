@@ -18,8 +18,8 @@ import numpy as np
 
 from ragattn._optional import require
 from ragattn.cancel import check_cancelled
+from ragattn.devices import DeviceLike, resolve_device
 from ragattn.errors import ModelLoadError
-from ragattn.proxy import DeviceLike, resolve_device
 
 DEFAULT_EMBEDDER = "minilm-l6"
 

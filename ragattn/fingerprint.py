@@ -25,7 +25,7 @@ NOT_RESULTS = (
     "batch",
     "integrations",
     "data",
-    "client.py",
+    "client",
     "demo.py",
     "cache.py",
     "fingerprint.py",

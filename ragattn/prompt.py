@@ -97,14 +97,6 @@ class BuiltPrompt:
                 return placed
         raise KeyError(index)
 
-    @property
-    def document_indices(self) -> tuple[int, ...]:
-        return tuple(
-            p.piece.doc_index
-            for p in self.pieces
-            if p.piece.kind is Kind.DOCUMENT and p.piece.doc_index is not None
-        )
-
     def char_range_tokens(self, start: int, end: int) -> TokenSpan:
         """Tokens whose first non-space character lies in prompt characters ``[start, end)``."""
         firsts = self._first_chars

@@ -84,12 +84,13 @@ def attention_block(
     documents: Sequence[Document],
     units: Sequence[Unit],
     *,
-    rows: Rows = "last",
-    layers: int | None = None,
     max_chunk_tokens: int = 2048,
+    layers: int | None = None,
+    rows: Rows = "last",
 ) -> tuple[np.ndarray, tuple[str, ...], int]:
     """Log-share attention features per unit: ``[n_units, layers*H]`` (twice that with
-    rows="both"), from **one** forward per chunk that stops after layer ``layers - 1``.
+    rows="both"), from **one** forward per chunk of at most ``max_chunk_tokens`` proxy tokens,
+    which stops after layer ``layers - 1``.
 
     ``layers`` is the number of leading layers read (None: all). The query-span rows and the last
     row come from the same capture, so ``rows="both"`` costs no second forward, and a

@@ -82,10 +82,16 @@ class Settings:
     max_tokens_per_doc: int = 4096
     """Longest document in proxy tokens; longer is a 413 (a request's own, smaller
     ``max_tokens_per_doc`` truncates instead, reported in ``meta.warnings``)."""
-    max_request_tokens: int = 16_384
+    max_request_tokens: int | None = None
     """Most proxy tokens in one request (query plus every document after truncation), checked
-    before the request is queued; more is a 413 ``input_too_large``. The default is about 45-60 s
-    of the slowest method (attention compression) on 2 CPU cores, within the default deadline."""
+    before the request is queued; more is a 413 ``input_too_large``. None (the default): what the
+    model thread finishes inside ``request_timeout_s``, derived at start-up from the measured (or
+    stated, ``tokens_per_second``) throughput of the slowest verb (:mod:`ragattn.request_budget`);
+    a value here always wins."""
+    tokens_per_second: float | None = None
+    """Stated throughput of the slowest verb (``rerank_compress``) in proxy tokens per second on
+    this machine; the default request budget is derived from it instead of a start-up
+    measurement (None: measured)."""
     max_body_bytes: int = 10_000_000
     """Largest request body in bytes; larger is a 413."""
     max_header_bytes: int = 16_384
@@ -127,6 +133,13 @@ class Settings:
     redis_cooldown_s: float = 1.0
     """After a failed Redis read (or write), how long reads (or writes) bypass Redis, seconds;
     the two kinds fail independently, so a full Redis still serves hits."""
+
+    models_dir: str | None = None
+    """A directory laid out like the packaged learned assets (``<proxy>/<file>``: probes, head
+    profiles) that replaces them, e.g. a user's own trained probes (None: the packaged ones)."""
+    cache_dir: str | None = None
+    """Root of the lab commands' on-disk caches (sentence features, MiniLM scores, rerank lists;
+    None: ``~/.cache/ragattn``). The service and ``ragattn ask`` never read it."""
 
     index_dir: str | None = None
     """Retrieval index directory served by ``/v1/retrieve`` (``ragattn index build`` writes one)."""
@@ -245,6 +258,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "cache_max_items": _parse_int,
     "rate_limit_per_minute": _parse_int,
     "block_store_mb": _parse_int,
+    "tokens_per_second": _parse_float,
     "queue_size": _parse_int,
     "port": _parse_int,
     "generator_max_tokens": _parse_int,
@@ -261,15 +275,25 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
 }
 
 
-def _validate(s: Settings) -> None:
-    def env(field_name: str) -> str:
-        return ENV_PREFIX + field_name.upper()
+def _positive_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
+
+def _env(field_name: str) -> str:
+    return ENV_PREFIX + field_name.upper()
+
+
+def _validate(s: Settings) -> None:
+    _validate_numbers(s)
+    _validate_choices(s)
+
+
+def _validate_numbers(s: Settings) -> None:
+    env = _env
     positive = (
         "max_documents",
         "max_query_tokens",
         "max_tokens_per_doc",
-        "max_request_tokens",
         "max_body_bytes",
         "max_header_bytes",
         "cache_ttl_s",
@@ -279,12 +303,35 @@ def _validate(s: Settings) -> None:
     )
     for name in positive:
         value = getattr(s, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not _positive_int(value):
             raise ConfigError(f"{env(name)} must be a positive integer, got {value!r}")
+    budget = s.max_request_tokens
+    if budget is not None and not _positive_int(budget):
+        raise ConfigError(
+            f"{env('max_request_tokens')} must be a positive integer (unset: derived from the "
+            f"deadline), got {budget!r}"
+        )
+    tps = s.tokens_per_second
+    if tps is not None and (not isinstance(tps, int | float) or not 0 < tps < float("inf")):
+        raise ConfigError(f"{env('tokens_per_second')} must be a number > 0, got {tps!r}")
     if s.threads is not None and s.threads < 1:
         raise ConfigError(f"{env('threads')} must be >= 1, got {s.threads!r}")
     if s.rate_limit_per_minute < 0:
         raise ConfigError(f"{env('rate_limit_per_minute')} must be >= 0 (0 = off)")
+    if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:
+        raise ConfigError(f"{env('block_store_mb')} must be an integer >= 0 (0 = off)")
+    if not 0 < s.port < 65536:
+        raise ConfigError(f"{env('port')} must be in 1..65535, got {s.port!r}")
+    if not s.redis_timeout_s > 0:
+        raise ConfigError(f"{env('redis_timeout_s')} must be > 0, got {s.redis_timeout_s!r}")
+    for name in ("request_timeout_s", "shutdown_grace_s", "redis_cooldown_s", "body_timeout_s"):
+        value = getattr(s, name)
+        if not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise ConfigError(f"{env(name)} must be a number >= 0, got {value!r}")
+
+
+def _validate_choices(s: Settings) -> None:
+    env = _env
     if s.compress_selection not in ("documents", "sentences"):
         raise ConfigError(
             f"{env('compress_selection')} must be documents or sentences, "
@@ -297,16 +344,6 @@ def _validate(s: Settings) -> None:
             f"(e.g. 0.8:lexical or 0.8:lexical+links@1024), "
             f"got {s.compress_cascade!r}"
         )
-    if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:
-        raise ConfigError(f"{env('block_store_mb')} must be an integer >= 0 (0 = off)")
-    if not 0 < s.port < 65536:
-        raise ConfigError(f"{env('port')} must be in 1..65535, got {s.port!r}")
-    if not s.redis_timeout_s > 0:
-        raise ConfigError(f"{env('redis_timeout_s')} must be > 0, got {s.redis_timeout_s!r}")
-    for name in ("request_timeout_s", "shutdown_grace_s", "redis_cooldown_s", "body_timeout_s"):
-        value = getattr(s, name)
-        if not isinstance(value, int | float) or not 0 <= value < float("inf"):
-            raise ConfigError(f"{env(name)} must be a number >= 0, got {value!r}")
     if s.generator_base_url and not s.generator_model:
         raise ConfigError(f"{env('generator_base_url')} needs {env('generator_model')}")
     if s.generator_base_url and not s.generator_base_url.startswith(("http://", "https://")):

@@ -9,7 +9,7 @@ adapters can validate before any request is sent.
 from __future__ import annotations
 
 from ragattn.errors import InvalidInputError
-from ragattn.types import Budget, BudgetKind, check_top_n
+from ragattn.types import check_top_n
 
 
 def check_query(query: object) -> str:
@@ -23,17 +23,4 @@ def check_query(query: object) -> str:
     return query
 
 
-def one_budget(
-    ratio: float | None, target_tokens: int | None, threshold: float | None
-) -> tuple[BudgetKind, float]:
-    """The single budget given, as ``(kind, value)``, range-checked: the keyword form of
-    :meth:`ragattn.types.Budget.from_args`, whose one check it runs.
-
-    Raises:
-        InvalidInputError: none or more than one budget, a non-number, or a value out of range.
-    """
-    budget = Budget.from_args(ratio, target_tokens, threshold)
-    return budget.kind, budget.value
-
-
-__all__ = ["BudgetKind", "check_query", "check_top_n", "one_budget"]
+__all__ = ["check_query", "check_top_n"]

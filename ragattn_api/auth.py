@@ -1,31 +1,28 @@
-"""Bearer API keys (deny by default) and per-client rate limiting, as app-level guards.
+"""Bearer API keys (deny by default) and the client identity the rate limit counts, as app guards.
 
 Every route needs a key when keys are configured, except handlers marked ``opt={"public": True}``
 (``/health``, ``/ready``, ``/metrics``) and the OpenAPI pages under ``/schema``. A test walks every
 registered route to keep it that way.
 
-Rate limiting is an in-process token bucket per client. With API keys configured the client is
-the key that authenticated the request (the key guard runs first, so an unknown token is a 401
-and never gets a bucket of its own); without keys it is the peer address, and a bearer token a
-client makes up is ignored. The peer address is the TCP peer unless the connection comes from one
-of ``RAGATTN_TRUSTED_PROXIES``, whose ``X-Forwarded-For`` the server then applies (uvicorn's
-proxy-headers support, configured in :mod:`api.server`); forwarded headers from anyone else are
-ignored. The service runs one process that owns the model, so per-process counting is exact, and
-Redis stays optional; a multi-process deployment would need a shared store.
+The rate limit (:mod:`ragattn_api.rate_limit`) counts per :func:`client_id`. With API keys
+configured the client is the key that authenticated the request, named by its digest (the key
+guard runs first, so an unknown token is a 401 and never gets a bucket of its own); the digest is
+the same on every replica whatever the order of ``RAGATTN_API_KEYS``, and no secret reaches Redis.
+Without keys it is the peer address, and a bearer token a client makes up is ignored. The peer
+address is the TCP peer unless the connection comes from one of ``RAGATTN_TRUSTED_PROXIES``, whose
+``X-Forwarded-For`` the server then applies (uvicorn's proxy-headers support, configured in
+:mod:`ragattn_api.server`); forwarded headers from anyone else are ignored.
 """
 
 from __future__ import annotations
 
 import hmac
-import threading
-import time
-from collections import OrderedDict
 from typing import Any
 
 from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
-from ragattn_api.errors import RateLimitedError, UnauthorizedError
+from ragattn_api.errors import UnauthorizedError
 from ragattn_api.tenancy import key_partition, set_partition
 
 PUBLIC_PREFIXES = ("/schema",)
@@ -45,6 +42,15 @@ def bearer_token(connection: ASGIConnection[Any, Any, Any, Any]) -> str | None:
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
+
+
+def client_id(connection: ASGIConnection[Any, Any, Any, Any]) -> str:
+    """Who a request counts against: ``key-<digest>`` of the API key that authenticated it, else
+    ``addr:<peer address>`` (the trusted proxy's ``X-Forwarded-For`` already applied)."""
+    client = connection.scope.get("state", {}).get(_CLIENT_STATE)
+    if client is not None:
+        return str(client)
+    return "addr:" + (connection.client.host if connection.client else "unknown")
 
 
 class ApiKeyGuard:
@@ -70,54 +76,9 @@ class ApiKeyGuard:
                 matched = position
         if matched < 0:
             raise UnauthorizedError("invalid API key")
-        # The rate limiter keys on which configured key this is, never on the raw token.
-        connection.scope.setdefault("state", {})[_CLIENT_STATE] = f"key:{matched}"
+        # The rate limiter keys on the key's digest, never on the raw token.
+        connection.scope.setdefault("state", {})[_CLIENT_STATE] = self._partitions[matched]
         set_partition(self._partitions[matched])  # the cache partition (RAGATTN_CACHE_SCOPE=key)
 
 
-class RateLimiter:
-    """Token bucket per client: ``per_minute`` requests, refilled continuously, bursts up to it."""
-
-    def __init__(self, per_minute: int, *, max_clients: int = 10_000) -> None:
-        self.per_minute = per_minute
-        self._rate = per_minute / 60.0
-        self._max_clients = max_clients
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def acquire(self, client: str) -> None:
-        """Take one token for ``client`` or raise :class:`RateLimitedError` with a Retry-After."""
-        now = time.monotonic()
-        with self._lock:
-            tokens, last = self._buckets.pop(client, (float(self.per_minute), now))
-            tokens = min(float(self.per_minute), tokens + (now - last) * self._rate)
-            if tokens < 1.0:
-                self._buckets[client] = (tokens, now)
-                wait = (1.0 - tokens) / self._rate
-                raise RateLimitedError(
-                    f"rate limit of {self.per_minute} requests per minute exceeded; retry later",
-                    retry_after_s=max(1, int(wait + 0.999)),
-                )
-            self._buckets[client] = (tokens - 1.0, now)
-            while len(self._buckets) > self._max_clients:
-                self._buckets.popitem(last=False)
-
-
-class RateLimitGuard:
-    """Takes one token per request: per authenticated key, else per peer address."""
-
-    def __init__(self, limiter: RateLimiter) -> None:
-        self._limiter = limiter
-
-    async def __call__(
-        self, connection: ASGIConnection[Any, Any, Any, Any], handler: BaseRouteHandler
-    ) -> None:
-        if is_public(connection, handler):
-            return
-        client = connection.scope.get("state", {}).get(_CLIENT_STATE)
-        if client is None:
-            client = "addr:" + (connection.client.host if connection.client else "unknown")
-        self._limiter.acquire(client)
-
-
-__all__ = ["ApiKeyGuard", "RateLimitGuard", "RateLimiter", "bearer_token", "is_public"]
+__all__ = ["ApiKeyGuard", "bearer_token", "client_id", "is_public"]

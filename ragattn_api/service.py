@@ -24,30 +24,26 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 import msgspec
 
 from ragattn.cache import Cache, cache_key, cached_value, storing
-from ragattn.compress.registry import DEFAULT_METHOD as DEFAULT_COMPRESS_METHOD
-from ragattn.compress.registry import METHODS as COMPRESS_METHODS
 from ragattn.contract import VerbArgs
 from ragattn.errors import (
     InputTooLargeError,
     InvalidInputError,
-    MissingDependencyError,
-    ModelLoadError,
 )
 from ragattn.limits import CheckedInput, LimitChecker
 from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
-from ragattn.rerank.registry import METHODS as RERANK_METHODS
 from ragattn.settings import Settings
 from ragattn.types import Document
 from ragattn_api.errors import DeadlineExceededError
-from ragattn_api.logsafe import quoted
+from ragattn_api.methods import CompressorFactory, MethodEngines
 from ragattn_api.schemas import (
     AskRequest,
     AskResponse,
@@ -66,13 +62,11 @@ from ragattn_api.worker import ModelWorker
 
 if TYPE_CHECKING:
     from ragattn.compress import Compressor
-    from ragattn.proxy import Proxy
     from ragattn.rerank import Reranker
 
 logger = logging.getLogger(__name__)
 S = TypeVar("S", bound=msgspec.Struct)
 T = TypeVar("T")
-CompressorFactory = Callable[["Proxy", str | None], "Compressor"]
 _PRECHECK_THREAD_CHARS = 1 << 18
 """Texts longer than this in all are prechecked on a worker thread (tens of milliseconds of
 vectorized work at most; shorter ones take well under one on the event loop)."""
@@ -82,18 +76,33 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-def _unknown_method(kind: str, name: str, valid: Iterable[str]) -> InvalidInputError:
-    """The library's unknown-method error, with the name cut (it may be megabytes long)."""
-    return InvalidInputError(f"unknown {kind} method {quoted(name)}; valid: {', '.join(valid)}")
+def _clamped(top_n: int | None, n_documents: int) -> int | None:
+    """``top_n`` at most the number of documents (Cohere's semantics: clamp, do not fail)."""
+    return None if top_n is None else min(top_n, n_documents)
 
 
-class Service:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ModelCall:
+    """One model route's call: its query and documents (converted once, from the wire), its
+    checked arguments, and the cache key's route (``rerank:v2``, ``compress:v1``, …)."""
+
+    query: str
+    documents: Sequence[Document]
+    args: VerbArgs
+    route: str
+
+    @property
+    def chars(self) -> int:
+        """Characters of the query and documents: what decides where the precheck runs."""
+        return len(self.query) + sum(len(d.text) for d in self.documents)
+
+
+class Service(MethodEngines):
     """Serves the model routes with limits, caching, a bounded model queue and deadlines.
 
-    A request may name its rerank or compress ``method``: the name is checked against the library's
-    registry on the event loop (an unknown one is a 400 listing the valid names), and an engine for
-    a method other than the configured one is built on first use, on the model thread, sharing the
-    loaded proxy, then kept.
+    A request may name its rerank or compress ``method``; its engine comes from
+    :class:`~ragattn_api.methods.MethodEngines` (checked on the event loop, built on first use on
+    the model thread).
 
     Args:
         settings: the service settings.
@@ -126,27 +135,23 @@ class Service:
         unavailable: str | None = None,
     ) -> None:
         self.settings = settings
-        self.reranker = reranker
-        self.proxy = reranker.proxy
-        self.model_name: str = self.proxy.name
+        self.model_name: str = reranker.proxy.name
         self.cache = cache
         self.worker = worker
         self.tokens = tokens
         self.limits = limits
         self.fingerprint = fingerprint
         self.pipeline = pipeline
-        self._compressor_factory = compressor_factory
-        self._compressors = dict(compressors)
-        for built in compressors.values():
-            # The default compressor also answers requests that name its method explicitly.
-            name = getattr(built, "method", None)
-            if isinstance(name, str):
-                self._compressors.setdefault(name, built)
-        self._unavailable = unavailable
-        self.rerank_method: str = str(getattr(reranker, "method", ""))
-        self._rerankers: dict[str, Reranker] = {self.rerank_method: reranker}
+        MethodEngines.__init__(
+            self,
+            reranker,
+            compressors,
+            compressor_factory,
+            default_compress=settings.compress_method,
+            unavailable=unavailable,
+        )
 
-    # --- rerank -----------------------------------------------------------------------------
+    # --- rerank ---------------------------------------------------------------------------
 
     async def rerank(
         self, req: RerankRequest, *, api_version: str, notes: Sequence[str] = ()
@@ -161,13 +166,10 @@ class Service:
         or ``:max-sentence``) in ``method``.
         """
         documents = req.resolved_documents()
-        top_n = req.resolved_top_n()
-        if top_n is not None:
-            top_n = min(top_n, len(documents))  # Cohere semantics: clamp, do not fail
+        top_n = _clamped(req.resolved_top_n(), len(documents))
         budget = req.resolved_prune()
-        pruning = budget is not None
         args = VerbArgs(
-            verb="rerank_compress" if pruning else "rerank",
+            verb="rerank" if budget is None else "rerank_compress",
             top_n=top_n,
             budget=budget,
             truncate_to=req.max_tokens_per_doc,
@@ -179,29 +181,28 @@ class Service:
         else:
             method = self._compress_method(None)
             name = self._compress_name(method)
-        await self._precheck(req.query, documents, truncate_to=args.truncate_to)
         return_documents = req.resolved_return_documents()
         params: dict[str, Any] = {"method": name}
         if budget is not None:
             params["prune"] = budget.keywords()
         params.update(
-            top_n=top_n,
+            top_n=args.top_n,
             return_documents=return_documents,
             raw_scores=req.raw_scores,
             max_tokens_per_doc=req.max_tokens_per_doc,
         )
-        key = self._key(f"rerank:v{api_version}", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankResponse:
-            inputs = list(checked.documents)
             pruned = None
-            if pruning:
-                result, pruned = self.compressor(method).rerank_and_compress(
-                    req.query, inputs, **args.keywords()
+            if budget is not None:
+                compressor = self.compressor(method)
+                result, pruned = compressor.rerank_and_compress_checked(
+                    req.query, checked.documents, args
                 )
             else:
                 assert method is not None  # a rerank method always resolves to a name
-                result = self.rerank_engine(method).rerank(req.query, inputs, **args.keywords())
+                engine = self.rerank_engine(method)
+                result = engine.rerank_checked(req.query, checked.documents, args)
             return RerankResponse.from_result(
                 result,
                 id="",
@@ -214,14 +215,12 @@ class Service:
                 pruned=pruned,
             )
 
-        async def work(deadline: float | None) -> RerankResponse:
-            checked = await self._check(req.query, documents, args.truncate_to, deadline)
-            task = "rerank_compress" if pruning else "rerank"
-            return await self.worker.run(task, score, checked, deadline=deadline)
-
-        body, hit = await self._cached(key, work, RerankResponse)
+        call = _ModelCall(
+            query=req.query, documents=documents, args=args, route=f"rerank:v{api_version}"
+        )
+        body, hit = await self._serve(call, params, score, RerankResponse)
         meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
-        if pruning:  # the response names the method that ranked (set from the result)
+        if budget is not None:  # the response names the method that ranked (set from the result)
             return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
         # ``method`` only when the request named one: Cohere and TEI clients see today's shape.
         served = method if req.method is not None else None
@@ -232,25 +231,21 @@ class Service:
     async def compress(
         self, req: CompressRequest, *, notes: Sequence[str] = ()
     ) -> tuple[CompressResponse, bool]:
+        """Compress the request's documents under its one budget."""
         documents = req.resolved_documents()
         args = VerbArgs(verb="compress", budget=req.resolved_budget(), keep_order=req.keep_order)
         method = self._compress_method(req.method)
-        await self._precheck(req.query, documents)
         params = {"method": self._compress_name(method), **args.params()}
-        key = self._key("compress:v1", params, req.query, documents)
 
         def score(checked: CheckedInput) -> CompressResponse:
             compressor = self.compressor(method)
-            result = compressor.compress(req.query, list(checked.documents), **args.keywords())
+            result = compressor.compress_checked(req.query, checked.documents, args)
             return CompressResponse.from_result(
                 result, id="", model=self.model_name, warnings=list(checked.warnings)
             )
 
-        async def work(deadline: float | None) -> CompressResponse:
-            checked = await self._check(req.query, documents, None, deadline)
-            return await self.worker.run("compress", score, checked, deadline=deadline)
-
-        body, hit = await self._cached(key, work, CompressResponse)
+        call = _ModelCall(query=req.query, documents=documents, args=args, route="compress:v1")
+        body, hit = await self._serve(call, params, score, CompressResponse)
         return msgspec.structs.replace(body, id=new_id(), warnings=[*notes, *body.warnings]), hit
 
     async def rerank_compress(
@@ -259,26 +254,21 @@ class Service:
         """Rank and compress from one scoring pass (the compressor's ``rerank_and_compress``)."""
         documents = req.resolved_documents()
         budget = req.resolved_budget()
-        top_n = req.resolved_top_n()
-        if top_n is not None:
-            top_n = min(top_n, len(documents))
+        top_n = _clamped(req.resolved_top_n(), len(documents))
         args = VerbArgs(
             verb="rerank_compress", top_n=top_n, budget=budget, keep_order=req.keep_order
         )
         method = self._compress_method(req.method)
-        await self._precheck(req.query, documents)
         params = {
             "method": self._compress_name(method),
             "return_documents": req.return_documents,
             **args.params(),
         }
-        # v2: the response names the ranking method (entries cached before lack it).
-        key = self._key("rerank_compress:v2", params, req.query, documents)
 
         def score(checked: CheckedInput) -> RerankCompressResponse:
             compressor = self.compressor(method)
-            ranked, compressed = compressor.rerank_and_compress(
-                req.query, list(checked.documents), **args.keywords()
+            ranked, compressed = compressor.rerank_and_compress_checked(
+                req.query, checked.documents, args
             )
             return RerankCompressResponse.from_result(
                 ranked,
@@ -290,11 +280,11 @@ class Service:
                 warnings=list(checked.warnings),
             )
 
-        async def work(deadline: float | None) -> RerankCompressResponse:
-            checked = await self._check(req.query, documents, None, deadline)
-            return await self.worker.run("rerank_compress", score, checked, deadline=deadline)
-
-        body, hit = await self._cached(key, work, RerankCompressResponse)
+        # v2: the response names the ranking method (entries cached before lack it).
+        call = _ModelCall(
+            query=req.query, documents=documents, args=args, route="rerank_compress:v2"
+        )
+        body, hit = await self._serve(call, params, score, RerankCompressResponse)
         meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
         return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
 
@@ -329,10 +319,10 @@ class Service:
     ) -> tuple[RetrieveResponse, bool]:
         """Search the configured index; with ``rerank`` the hits are reordered by the proxy."""
         pipeline = self._require_pipeline()
-        if not req.query.strip():
-            raise InvalidInputError("query must be a non-empty string")
         self._check_k("k", req.k)
-        await self._precheck(req.query, None)
+        await self._precheck(
+            functools.partial(self.limits.precheck, req.query, None), len(req.query)
+        )
         top_n = min(req.top_n, req.k) if req.top_n is not None else None
         mode = self._mode(pipeline, req.mode)
         manifest = getattr(pipeline.index, "manifest", None)
@@ -389,13 +379,12 @@ class Service:
             DeadlineExceededError: the answer did not come within ``RAGATTN_REQUEST_TIMEOUT_S``.
         """
         pipeline = self._require_pipeline()
-        if not req.question.strip():
-            raise InvalidInputError("question must be a non-empty string")
         self._check_k("top_k", req.top_k)
-        await self._precheck(req.question, None, what="question")
+        check = functools.partial(self.limits.precheck, req.question, None, what="question")
+        await self._precheck(check, len(req.question))
         if req.compress and pipeline.compressor is None:
             raise InvalidInputError(
-                f"compress method 'default' is unavailable here: {self._unavailable}; "
+                f"compress method 'default' is unavailable here: {self.unavailable}; "
                 "send compress=false"
             )
         options = PipelineOptions(
@@ -420,98 +409,6 @@ class Service:
         body = AskResponse.from_result(result, id=new_id(), return_text=req.return_text)
         return msgspec.structs.replace(body, warnings=[*notes, *body.warnings]), result.cache_hit
 
-    # --- methods ----------------------------------------------------------------------------
-
-    def _rerank_method(self, requested: str | None) -> str:
-        """The rerank method a request resolves to: the one it names, else the configured one.
-
-        Checked on the event loop, before the cache and the model queue, so an unknown name costs
-        neither.
-
-        Raises:
-            InvalidInputError: an unknown name (the message lists the valid ones).
-        """
-        if requested is None:
-            return self.rerank_method
-        if requested not in self._rerankers and requested not in RERANK_METHODS:
-            raise _unknown_method("rerank", requested, RERANK_METHODS)
-        return requested
-
-    def rerank_engine(self, method: str) -> Reranker:
-        """The reranker for ``method``, built once on the proxy already loaded, then kept.
-
-        Called on the model thread (the only thread that touches this dict). A method this server
-        cannot build (e.g. its learned profile is missing for this proxy) is a 400 naming the
-        reason, so clients can pick another; the configured method keeps working.
-        """
-        reranker = self._rerankers.get(method)
-        if reranker is None:
-            from ragattn.rerank import Reranker
-
-            try:
-                reranker = Reranker(self.proxy, method=method)
-            except ModelLoadError as exc:
-                raise InvalidInputError(
-                    f"rerank method {method!r} is unavailable here: {exc}; "
-                    f"the server's default is {self.rerank_method!r}"
-                ) from exc
-            self._rerankers[method] = reranker
-        return reranker
-
-    def _compress_method(self, requested: str | None) -> str | None:
-        """The compress method a request names (checked on the event loop, like rerank's), or the
-        configured one (``None``: the library's default)."""
-        if requested is None:
-            return self.settings.compress_method
-        if requested not in self._compressors and requested not in COMPRESS_METHODS:
-            raise _unknown_method("compress", requested, COMPRESS_METHODS)
-        return requested
-
-    def _compress_name(self, method: str | None) -> str:
-        """The name of the method that serves ``method`` (for cache keys: a request naming the
-        default method and one naming none share their entry)."""
-        if method is not None:
-            return method
-        default = self._compressors.get(None)
-        return str(getattr(default, "method", None) or DEFAULT_COMPRESS_METHOD)
-
-    def compressor(self, method: str | None) -> Compressor:
-        """The compressor for ``method`` (``None``: the default), built once and kept.
-
-        Called on the model thread. A method this server cannot build (e.g. its probe weights are
-        not trained yet) is a 400 naming the reason, so clients can pick another method; rerank
-        keeps working.
-        """
-        compressor = self._compressors.get(method)
-        if compressor is None:
-            try:
-                compressor = self._compressor_factory(self.proxy, method)
-            except ModelLoadError as exc:
-                raise InvalidInputError(
-                    f"compress method {method or 'default'!r} is unavailable here: {exc}"
-                ) from exc
-            self._compressors[method] = compressor
-        return compressor
-
-    def build_methods(self) -> dict[str, str]:
-        """Build every rerank and compress method of the registries now, on the model thread at
-        start-up, so that no request pays a method's build (a latency-bound caller picking a
-        method per request gets its first answer as fast as its later ones). They share the
-        loaded proxy and embedder. Returns ``{"rerank:<name>" / "compress:<name>": reason}`` for
-        those this server cannot build; they stay a 400 naming the reason."""
-        missing: dict[str, str] = {}
-        for name in RERANK_METHODS:
-            try:
-                self.rerank_engine(name)
-            except (InvalidInputError, MissingDependencyError) as exc:
-                missing[f"rerank:{name}"] = str(exc)
-        for name in COMPRESS_METHODS:
-            try:
-                self.compressor(name)
-            except (InvalidInputError, ModelLoadError, MissingDependencyError) as exc:
-                missing[f"compress:{name}"] = str(exc)
-        return missing
-
     # --- shared -----------------------------------------------------------------------------
 
     def _key(
@@ -522,42 +419,45 @@ class Service:
             model=self.fingerprint, route=route, params=params, query=query, documents=documents
         )
 
-    async def _precheck(
+    async def _serve(
         self,
-        query: str,
-        documents: Sequence[Document] | None,
-        *,
-        truncate_to: int | None = None,
-        what: str = "query",
-    ) -> None:
-        """The limits by counts, lengths and token lower bounds (:meth:`LimitChecker.precheck`),
-        before the cache and both threads: on the event loop, or for a large body on a worker
-        thread of its own (never the tokenizer thread), so the loop keeps serving meanwhile."""
+        call: _ModelCall,
+        params: dict[str, Any],
+        score: Callable[[CheckedInput], S],
+        kind: type[S],
+    ) -> tuple[S, bool]:
+        """The steps of a model route (the module docstring's): the limits by bounds, the
+        cache, the exact token limits on the tokenizer thread, ``score`` on the model thread;
+        ``params`` are the cache key's output-changing arguments."""
+        truncate_to = call.args.truncate_to
         check = functools.partial(
-            self.limits.precheck, query, documents, truncate_to=truncate_to, what=what
+            self.limits.precheck, call.query, call.documents, truncate_to=truncate_to
         )
-        size = len(query) + sum(len(d.text) for d in documents or ())
-        if size > _PRECHECK_THREAD_CHARS:
+        await self._precheck(check, call.chars)
+        key = self._key(call.route, params, call.query, call.documents)
+
+        async def work(deadline: float | None) -> S:
+            checked = await self.tokens.run(
+                "tokenize",
+                self.limits.check,
+                call.query,
+                call.documents,
+                truncate_to=truncate_to,
+                deadline=deadline,
+            )
+            return await self.worker.run(call.args.verb, score, checked, deadline=deadline)
+
+        return await self._cached(key, work, kind)
+
+    async def _precheck(self, check: Callable[[], None], chars: int) -> None:
+        """``check``, a :meth:`LimitChecker.precheck` (counts, lengths and token lower bounds),
+        before the cache and both threads: on the event loop, or for a body of more than
+        :data:`_PRECHECK_THREAD_CHARS` characters on a worker thread of its own (never the
+        tokenizer thread), so the loop keeps serving meanwhile."""
+        if chars > _PRECHECK_THREAD_CHARS:
             await anyio.to_thread.run_sync(check)
         else:
             check()
-
-    async def _check(
-        self,
-        query: str,
-        documents: Sequence[Document],
-        truncate_to: int | None,
-        deadline: float | None,
-    ) -> CheckedInput:
-        """Token limits on the tokenizer thread: never behind the model, bounded like it."""
-        return await self.tokens.run(
-            "tokenize",
-            self.limits.check,
-            query,
-            documents,
-            truncate_to=truncate_to,
-            deadline=deadline,
-        )
 
     @asynccontextmanager
     async def _deadline(self) -> AsyncIterator[float | None]:

@@ -20,10 +20,11 @@ if command -v redis-server >/dev/null 2>&1; then
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
-# Style and type gates first (seconds): the lint, format and mypy rules in pyproject.toml.
+# Style, type and dead-code gates first (seconds): ruff, mypy and vulture, set in pyproject.toml.
 ruff check ragattn ragattn_api tests pipelines studies
 ruff format --check ragattn ragattn_api tests pipelines studies
 mypy
+vulture
 # What a new user installs: the built wheel in a fresh venv, used from outside the checkout
 # (default Reranker / Compressor, `ragattn demo`, and the Docker image's install serving HTTP).
 bash scripts/wheel_check.sh

@@ -41,10 +41,13 @@ from ragattn.assets import default_models_dir
 from ragattn.compress import DEFAULT_METHOD, probe_path
 from ragattn.compress.features import Unit, attention_block, attention_config, lexical_block
 from ragattn.compress.probe import Probe
-from ragattn.lab.bench import _with_model, hotpot_context, int8_proxy, time_runs
+from ragattn.devices import native_cpu_bf16
+from ragattn.lab.bench import int8_proxy, with_model
+from ragattn.lab.bench_compress import hotpot_context
 from ragattn.lab.evaluation import datasets, harness
 from ragattn.lab.evaluation.systems import FeatureCache, ProbeSystem
-from ragattn.proxy import Proxy, load_proxy, native_cpu_bf16
+from ragattn.lab.timing import time_runs
+from ragattn.proxy import Proxy, load_proxy
 from ragattn.sentences import split_sentences
 
 
@@ -61,12 +64,12 @@ def torchao_proxy(proxy: Proxy, weight_only: bool) -> Proxy:
     config = Int8WeightOnlyConfig() if weight_only else Int8DynamicActivationInt8WeightConfig()
     quantize_(model, config)
     label = "torchao-int8-weight" if weight_only else "torchao-int8"
-    return replace(_with_model(proxy, model), quantize=label)
+    return replace(with_model(proxy, model), quantize=label)
 
 
 def variants(proxy: Proxy) -> list[tuple[str, Proxy]]:
     out = [("float32", proxy)]
-    half = _with_model(proxy, copy.deepcopy(proxy.model).to(torch.bfloat16), dtype=torch.bfloat16)
+    half = with_model(proxy, copy.deepcopy(proxy.model).to(torch.bfloat16), dtype=torch.bfloat16)
     out.append(("bfloat16", half))
     out.append(("int8 quantize_dynamic", replace(int8_proxy(proxy), quantize="int8")))
     try:

@@ -32,6 +32,7 @@ import torch
 
 from ragattn.compress import Compressor
 from ragattn.compress.features import Unit
+from ragattn.devices import native_cpu_bf16
 from ragattn.lab.evaluation import (
     QAExample,
     count_tokens,
@@ -39,7 +40,7 @@ from ragattn.lab.evaluation import (
     select_by_budget,
     supporting_fact_recall,
 )
-from ragattn.proxy import Proxy, load_proxy, native_cpu_bf16
+from ragattn.proxy import Proxy, load_proxy
 from ragattn.types import Document
 
 HOTPOT = "hotpotqa/hotpot_dev_distractor_v1.shared.json"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ragattn.blocks import bytes_per_token
+from ragattn.block_store import bytes_per_token
 from ragattn.lab.evaluation import datasets
 from ragattn.proxy import load_proxy
 

@@ -35,8 +35,8 @@ output reads, which eager runs: the last layer's attention output and MLP and th
 a thirtieth of the forward.
 
 Inputs are ``--runs + 1`` distinct HotpotQA contexts of about ``--tokens`` proxy tokens (those of
-``ragattn bench compress``'s cold rows, :func:`ragattn.lab.bench.distinct_contexts`, each cut to
-its leading passages that make ``--tokens``, as its one-context rows): the first is the
+``ragattn bench compress``'s cold rows, :func:`ragattn.lab.bench_compress.distinct_contexts`, each
+cut to its leading passages that make ``--tokens``, as its one-context rows): the first is the
 warm-up of every variant (its seconds, compile or first-call costs included, are the "first call"
 column), the others are each timed once per variant, so no timed run repeats an input. Columns:
 
@@ -91,7 +91,8 @@ import torch
 from ragattn.attention import Capture, HeadSet, engine_for
 from ragattn.compress import Compressor
 from ragattn.compress.features import SentenceFeatures, Unit
-from ragattn.lab.bench import distinct_contexts, runtime_info, runtime_line
+from ragattn.lab.bench_compress import distinct_contexts
+from ragattn.lab.timing import runtime_info, runtime_line
 from ragattn.prompt import assemble, sentinel_pieces
 from ragattn.proxy import Proxy, load_proxy
 from ragattn.types import Document
@@ -121,8 +122,8 @@ Context = tuple[str, list[Document]]
 
 def trimmed(context: Context, tokens: int, tokenizer: Any) -> Context:
     """The context's leading passages up to the first that brings it to ``tokens`` proxy tokens
-    (the rule of :func:`ragattn.lab.bench.hotpot_context`): ``distinct_contexts`` adds whole
-    questions' passages, ten at a time, so it overshoots a small target by far."""
+    (the rule of :func:`ragattn.lab.bench_compress.hotpot_context`): ``distinct_contexts`` adds
+    whole questions' passages, ten at a time, so it overshoots a small target by far."""
     query, docs = context
     kept: list[Document] = []
     total = 0
@@ -781,7 +782,7 @@ def main() -> None:
         "--score-tol",
         type=float,
         default=1e-3,
-        help="largest |d keep probability| still called exact (tests/unit/test_bf16.py lets "
+        help="largest |d keep probability| still called exact (tests/unit/proxy/test_bf16.py lets "
         "bf16 move it by 0.05)",
     )
     parser.add_argument(

@@ -29,13 +29,8 @@ from ragattn.compress.probe import Probe
 from ragattn.lab.evaluation import datasets, harness
 from ragattn.lab.evaluation.systems import FeatureCache, ProbeSystem
 from ragattn.lab.feature_store import FeatureStore, default_root
-from ragattn.lab.probe_training import (
-    ProbeConfig,
-    cv_r_precision,
-    extract,
-    load_training,
-    train,
-)
+from ragattn.lab.probe_fit import ProbeConfig, cv_r_precision, extract, train
+from ragattn.lab.probe_training import load_training
 from ragattn.proxy import Proxy, load_proxy
 
 EVAL_SETS = {

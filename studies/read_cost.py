@@ -27,7 +27,7 @@ from pathlib import Path
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
 from ragattn.embed import shared_embedder
-from ragattn.lab.bench import runtime_info, runtime_line
+from ragattn.lab.timing import runtime_info, runtime_line
 from ragattn.proxy import load_proxy
 from ragattn.rerank import Reranker
 from ragattn.types import Document

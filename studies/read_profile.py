@@ -21,7 +21,7 @@ from read_cost import READS, queries  # noqa: E402
 
 from ragattn.compress import Compressor  # noqa: E402
 from ragattn.embed import shared_embedder  # noqa: E402
-from ragattn.lab.bench import runtime_info, runtime_line  # noqa: E402
+from ragattn.lab.timing import runtime_info, runtime_line  # noqa: E402
 from ragattn.proxy import load_proxy  # noqa: E402
 
 PARTS = {"proxy forward": "capture", "MiniLM": "dense_scores"}

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 from ragattn.contract import CompressEngine, CompressVerbs, RerankEngine, Verb, VerbArgs
 from ragattn.errors import InvalidInputError, ModelOutputError, RagattnError
+from ragattn.types import as_documents
+from ragattn.validation import check_query
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +84,9 @@ class BatchTask:
         top_n: keep the best ``top_n`` documents (``rerank`` / ``rerank-compress``; None: all).
         ratio, target_tokens, threshold: exactly one budget for the compress tasks.
         threads: torch intra-op threads per worker (None: torch's default).
+        models_dir: the learned assets every worker reads (``RAGATTN_MODELS_DIR``, passed by
+            ``ragattn batch``: a Ray worker is another process; None: the worker's own choice,
+            the packaged ones unless :func:`ragattn.assets.use_models_dir` said otherwise).
         args: the verb's arguments, checked once here (:class:`~ragattn.contract.VerbArgs`);
             every row runs with them as they are.
     """
@@ -94,6 +99,7 @@ class BatchTask:
     target_tokens: int | None = None
     threshold: float | None = None
     threads: int | None = None
+    models_dir: str | None = None
     args: VerbArgs = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -294,6 +300,10 @@ class RowProcessor:
     def __init__(self, task: BatchTask, skip_ids: Collection[str] = ()) -> None:
         self.task = task
         self.skip_ids = frozenset(skip_ids)
+        if task.models_dir is not None:
+            from ragattn.assets import use_models_dir
+
+            use_models_dir(task.models_dir)
         # Only what the caller chose is passed, so every default is the library's own.
         args = () if task.proxy is None else (task.proxy,)
         kwargs: dict[str, Any] = {"threads": task.threads}
@@ -326,13 +336,15 @@ class RowProcessor:
 
     def _run(self, query: Any, documents: list[Any]) -> dict[str, Any]:
         args, model = self.task.args, self._model
+        # The row's one check and conversion; the task's arguments were checked once, up front.
+        query, docs = check_query(query), as_documents(documents)
         if not isinstance(model, CompressVerbs):  # the rerank task's Reranker
-            ranked = model.rerank(query, documents, **args.keywords())
+            ranked = model.rerank_checked(query, docs, args)
             return {"results": rerank_results(ranked), "warnings": list(ranked.warnings)}
         if args.verb == "compress":
-            out = model.compress(query, documents, **args.keywords())
+            out = model.compress_checked(query, docs, args)
             return {"compression": compression_dict(out)}
-        ranked, out = model.rerank_and_compress(query, documents, **args.keywords())
+        ranked, out = model.rerank_and_compress_checked(query, docs, args)
         return {
             "results": rerank_results(ranked),
             "warnings": list(ranked.warnings),

@@ -67,8 +67,11 @@ def _job(
     quiet: bool,
     **task_args: object,
 ) -> None:
+    from ragattn.cli._settings import cli_settings
+
+    models_dir = cli_settings().models_dir  # a Ray worker is another process: the task carries it
     try:
-        task = BatchTask(kind=kind, **task_args)  # type: ignore[arg-type]
+        task = BatchTask(kind=kind, models_dir=models_dir, **task_args)  # type: ignore[arg-type]
         if workers == 0 and progress:
             summary = _run_with_bar(task, input, output, errors)
         else:

@@ -49,9 +49,10 @@ def run_batch(
         output: OUT, a JSONL file; rows whose id is already there are skipped.
         errors: the errors file (default: ``<OUT stem>.errors.jsonl`` beside OUT).
         workers: Ray actors, each loading the proxy once; ``0`` runs in this process, no Ray.
-        ray_address: a running cluster (``ray://...`` or ``auto``); None: ``$RAY_ADDRESS`` when
-            set (Ray reads it too, and a local start must not clash with it), else a local Ray
-            with ``workers * threads + 1`` CPUs (one for the reading tasks).
+        ray_address: a running cluster (``ray://...`` or ``auto``); None: a local Ray with
+            ``workers * threads + 1`` CPUs (one for the reading tasks). The library never reads
+            ``RAY_ADDRESS``: ``ragattn batch`` passes it as ``--ray-address``'s default, and a
+            caller with it set passes it here (Ray refuses a local start while it is set).
         batch_size: rows per actor call, and per block of the dataset.
         progress: Ray Data's progress bars (Ray path).
         quiet: keep Ray's own logs off the console.
@@ -141,7 +142,7 @@ def _run_ray(
 ) -> None:
     from ragattn.batch._ray import init_ray, map_task
 
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    address = address or None
     if task.threads is None and address is None:
         task = dataclasses.replace(task, threads=local_threads(workers))
     cpus = workers * (task.threads or 1) + 1

@@ -15,6 +15,7 @@ from importlib.metadata import entry_points
 import typer
 
 from ragattn.cli._help import listing_methods
+from ragattn.cli._settings import cli_settings
 from ragattn.cli.ask import ask
 from ragattn.cli.bench import bench_app
 from ragattn.cli.demo import demo, version
@@ -33,6 +34,14 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
+
+
+@app.callback()
+def _settings_at_the_edge() -> None:
+    # Every command reads RAGATTN_* here first: a bad value stops it with the variable's name,
+    # and RAGATTN_MODELS_DIR reaches every loader of learned assets (ragattn.assets).
+    cli_settings()
+
 
 # --- command groups and commands (one line each; keep this block sorted) ---
 app.add_typer(bench_app, name="bench")

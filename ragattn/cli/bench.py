@@ -1,5 +1,6 @@
-"""``ragattn bench``: benchmarks of the rerank and compress paths (:mod:`ragattn.lab.bench`), each
-reported as same-run ratios against a naive baseline."""
+"""``ragattn bench``: benchmarks of the rerank and compress paths (:mod:`ragattn.lab.bench`,
+:mod:`ragattn.lab.bench_levers`, :mod:`ragattn.lab.bench_compress`), each reported as same-run
+ratios against a naive baseline."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ def bench_attention_cmd(
     out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
 ) -> None:
     """Naive eager two-pass ICR vs the engine (row capture, early exit, KV reuse), same run."""
-    from ragattn.lab.bench import bench_attention, runtime_line
+    from ragattn.lab.bench import bench_attention
+    from ragattn.lab.timing import runtime_line
     from ragattn.proxy import load_proxy
 
     loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
@@ -72,7 +74,8 @@ def bench_levers_cmd(
     out: Path | None = typer.Option(None, help="Also write the result as JSON here."),
 ) -> None:
     """Each lever of the rerank path, same run, as speed-ups over the naive two-pass eager ICR."""
-    from ragattn.lab.bench import bench_levers, runtime_line
+    from ragattn.lab.bench_levers import bench_levers
+    from ragattn.lab.timing import runtime_line
     from ragattn.proxy import load_proxy
 
     result = bench_levers(
@@ -151,7 +154,8 @@ def bench_compress_cmd(
     cold and warm (repeated passages) medians of the default, against the naive forward."""
     from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
     from ragattn.errors import InvalidInputError
-    from ragattn.lab.bench import bench_compress, bench_read_once, runtime_line
+    from ragattn.lab.bench_compress import bench_compress, bench_read_once
+    from ragattn.lab.timing import runtime_line
     from ragattn.proxy import load_proxy
 
     try:
@@ -221,7 +225,8 @@ def bench_rerank_cmd(
 ) -> None:
     """Seconds per rerank call of each method, same run: cold (distinct queries, no cache hit) and
     warm (the same passages with a new query)."""
-    from ragattn.lab.bench import bench_rerank, runtime_line
+    from ragattn.lab.bench import bench_rerank
+    from ragattn.lab.timing import runtime_line
     from ragattn.proxy import load_proxy
 
     loaded = load_proxy(proxy, device=device, dtype=dtype, threads=threads)
@@ -260,7 +265,7 @@ def bench_startup(
 (cached safetensors)."""
     import tempfile
 
-    from ragattn.lab.bench import peak_rss_mb, runtime_info, runtime_line
+    from ragattn.lab.timing import peak_rss_mb, runtime_info, runtime_line
     from ragattn.proxy import load_proxy
 
     with tempfile.TemporaryDirectory() as cache:

@@ -17,8 +17,6 @@ eval_app = typer.Typer(
     "that reaches the generator at matched budgets."
 )
 
-BASELINE_RANKERS = ("bm25", "minilm")
-
 
 def _methods(value: str) -> list[str]:
     return [m.strip() for m in value.split(",") if m.strip()]
@@ -246,15 +244,10 @@ def eval_compress(
 CONTEXT_SETS = ("hotpotqa", "hotpotqa-fullwiki", "2wiki", "scifact", "squad")
 """The sets of ``eval context`` (:data:`ragattn.lab.evaluation.context.SETS`), named here so that
 ``--help`` loads no model code."""
-CONTEXT_SYSTEMS = (
-    "compress",
-    "rerank-stuff",
-    "rerank3-compress",
-    "rerank5-compress",
-    "lexical",
-    "first-stage",
-)
-"""The systems compared with ``one-read`` (:data:`ragattn.lab.evaluation.context.SYSTEMS`)."""
+_RERANKING_SYSTEMS = ("rerank-stuff", "rerank3-compress", "rerank5-compress")
+CONTEXT_SYSTEMS = ("compress", *_RERANKING_SYSTEMS, "lexical", "first-stage")
+"""The systems compared with ``one-read`` (:data:`ragattn.lab.evaluation.context.SYSTEMS`, in its
+order; a test holds the two equal), named here so that ``--help`` loads no model code."""
 
 
 @eval_app.command("context")
@@ -313,6 +306,8 @@ def eval_context(
     one-read default and of pipelines given exactly its tokens (docs/context-eval.md)."""
     from ragattn.errors import InvalidInputError
     from ragattn.lab.evaluation import context as ctx
+    from ragattn.lab.evaluation.context_report import OutcomeCache, evaluate_context
+    from ragattn.lab.evaluation.context_systems import ContextSystems
     from ragattn.proxy import load_proxy
 
     names = [s for value in system for s in _methods(value)] or [
@@ -336,11 +331,11 @@ def eval_context(
         except InvalidInputError as exc:
             raise typer.BadParameter(str(exc)) from exc
     loaded = load_proxy(proxy, threads=threads, dtype=dtype)
-    systems = ctx.ContextSystems.from_proxy(loaded, cascade=read)
+    systems = ContextSystems.from_proxy(loaded, cascade=read)
     cache = None
     if cache_dir is not None:
-        cache = ctx.OutcomeCache(cache_dir, dataset, systems.fingerprint())
-    report = ctx.evaluate_context(dataset, questions, systems, budgets, names, cache=cache)
+        cache = OutcomeCache(cache_dir, dataset, systems.fingerprint())
+    report = evaluate_context(dataset, questions, systems, budgets, names, cache=cache)
     first = f", from question {offset}" if offset else ""
     typer.echo(f"{dataset}{first}\n" + report.to_markdown())
     if out:

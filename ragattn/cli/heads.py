@@ -138,10 +138,4 @@ def heads_detect(
     typer.echo(pw.card_section(payload))
 
 
-ICR_DL19_TOP20 = 0.502
-"""Calibrated untrained ICR (all heads) on DL19 top-20, BENCHMARKS.md §2: the pilot's gate."""
-PILOT_GATE_POINTS = 3.0
-"""Issue 19: the pilot must gain at least this many nDCG@10 points, or the full run stops."""
-
-
 __all__ = ["heads_app"]

@@ -62,6 +62,7 @@ def probe_train(
 ) -> None:
     """Extract features on training data (resumable) and fit the sentence or document probes."""
     from ragattn.assets import default_models_dir, proxy_slug
+    from ragattn.cli._settings import cli_settings
     from ragattn.compress.selection import check_document_score
     from ragattn.errors import ConfigError
     from ragattn.lab.feature_store import FeatureStore, default_root
@@ -81,12 +82,14 @@ def probe_train(
         raise typer.BadParameter(
             "--document-score applies to --kind selection only", param_hint="--document-score"
         )
+    cache_dir = cli_settings().cache_dir
+    features_cache = features_cache or default_root(cache_dir)
     loaded = load_proxy(proxy, threads=threads)
     out_dir = (models_dir or default_models_dir()) / proxy_slug(loaded)
     if kind == "selection":
         from ragattn.lab.selection_training import fit_selection
 
-        selection_store = FeatureStore(features_cache or default_root(), loaded)
+        selection_store = FeatureStore(features_cache, loaded)
         typer.echo(f"feature store: {selection_store.folder}", err=True)
         card = fit_selection(
             loaded,
@@ -107,7 +110,7 @@ def probe_train(
         from ragattn.lab.rerank_features import store_for
 
         depth = forward_depth(recipe_for(proxy_slug(loaded)))
-        rerank_store = store_for(features_cache or default_root(), loaded, layers=depth)
+        rerank_store = store_for(features_cache, loaded, layers=depth)
         typer.echo(f"feature store: {rerank_store.folder}", err=True)
         card = fit_document_probe(
             loaded,
@@ -116,11 +119,12 @@ def probe_train(
             store=rerank_store,
             limit=limit,
             command=_command("ragattn probe train --kind rerank", proxy, limit),
+            cache_dir=cache_dir,
         )
         typer.echo(card)
         typer.echo(f"document probe written to {out_dir}", err=True)
         return
-    store = FeatureStore(features_cache or default_root(), loaded, read_once=read_once)
+    store = FeatureStore(features_cache, loaded, read_once=read_once)
     typer.echo(f"feature store: {store.folder}", err=True)
     report = fit_all(
         loaded,

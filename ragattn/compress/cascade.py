@@ -10,17 +10,21 @@ cascade"), and what it costs on the shared dev sets is measured there too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from ragattn.compress.links import title_pattern
 from ragattn.document_probe import document_cosines
 from ragattn.errors import InvalidInputError
+from ragattn.lexical import bm25_scores
 from ragattn.sentence_attention import Unit
-from ragattn.types import Document
+from ragattn.types import Budget, Document
+
+if TYPE_CHECKING:
+    from ragattn.compress.scorers import UnitScorer
 
 CascadeScorer = Literal["bm25", "documents", "lexical"]
 SCORERS: tuple[CascadeScorer, ...] = ("bm25", "documents", "lexical")
@@ -212,6 +216,41 @@ class Cascade:
         if self.max_read is not None:
             read = min(read, max(float(self.max_read), room))
         return read / context_tokens if read < context_tokens else None
+
+    def cut(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        budget: Budget,
+        *,
+        tokenizer: Any,
+        lexical: Callable[[], UnitScorer],
+    ) -> np.ndarray | None:
+        """The units attention reads when this cascade cuts a call (ascending indices), or None
+        when the whole context is read. Sizes are counted in ``tokenizer`` (the proxy's);
+        ``lexical`` gives the ``lexical`` probe's scorer (loaded on first use)."""
+        if len(units) < 2:
+            return None
+        if self.scorer == "documents" and len({u.doc for u in units}) < 2:
+            return None  # one document: its sentences share one cosine, nothing to rank
+        texts = [docs[u.doc].text[u.start : u.end] for u in units]
+        costs = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        total = sum(costs)
+        share = self.read_share(total, budget.token_limit(total))
+        if share is None:
+            return None
+        if self.scorer == "bm25":
+            first = bm25_scores(query, texts)
+        elif self.scorer == "documents":
+            first = unit_cosines(query, docs, units)
+        else:
+            first = lexical().score(query, docs, units)[0]
+        if self.links:
+            read = keep_linked(query, docs, units, first, costs, share)
+        else:
+            read = keep_by_tokens(first, costs, share)
+        return read if len(read) < len(units) else None
 
     def applies(self, context_tokens: int, budget_tokens: int | None) -> bool:
         """Whether a context of ``context_tokens`` compressed to ``budget_tokens`` (None: no

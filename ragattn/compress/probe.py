@@ -1,7 +1,7 @@
 """A Sentinel-style sentence probe over named features, stored as plain arrays (``.npz``).
 
 Two learners, both trained by ``ragattn probe train`` (scikit-learn, in
-:mod:`ragattn.lab.probe_training`) and applied here without scikit-learn:
+:mod:`ragattn.lab.probe_fit`) and applied here without scikit-learn:
 
 - ``logreg``: ``p(keep) = sigmoid(w · (x − mean) / scale + b)``, a standardised L2 logistic
   regression;
@@ -28,9 +28,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ragattn.devices import probe_accepts_dtype
 from ragattn.errors import ConfigError
 from ragattn.lexical import sigmoid
-from ragattn.proxy import probe_accepts_dtype
 
 Normalise = Literal["none", "zscore", "both"]
 
@@ -161,7 +161,7 @@ class Probe:
         Wider features are accepted: ``rows="both"`` holds the last and the query rows, and more
         layers hold the probe's layers (early exit leaves those columns unchanged); the probe then
         reads its own columns by name. The weights' dtype follows
-        :func:`ragattn.proxy.probe_accepts_dtype`: float32 and bfloat16 features are
+        :func:`ragattn.devices.probe_accepts_dtype`: float32 and bfloat16 features are
         interchangeable either way (a probe fitted on one reads the other's features, which agree
         within a tested tolerance), int8 features only match an int8 probe.
 

@@ -17,14 +17,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, TypeVar
 
 from ragattn.client import AsyncClient, Client
-from ragattn.contract import AsyncCompressEngine, CompressEngine, RerankEngine, Verb, VerbArgs
+from ragattn.contract import (
+    AsyncCompressEngine,
+    CompressEngine,
+    CompressVerbs,
+    RerankEngine,
+    RerankVerbs,
+    Verb,
+    VerbArgs,
+)
 from ragattn.errors import InvalidInputError
 from ragattn.types import (
     Budget,
@@ -35,6 +42,7 @@ from ragattn.types import (
     RerankResults,
     check_top_n,
 )
+from ragattn.validation import check_query
 
 logger = logging.getLogger(__name__)
 
@@ -45,20 +53,20 @@ text the adapter received (before compression) and keep scores in [0, 1]."""
 RAW_SCORE_KEY = "ragattn_raw_score"
 """Metadata key of the rerank method's raw score (method units); relevance_score is in [0, 1]."""
 
-_ROLES: dict[str, tuple[str, str, str]] = {
-    # role: (argument name, method the engine must have, in-process class)
-    "reranker": ("reranker", "rerank", "Reranker"),
-    "compressor": ("compressor", "compress", "Compressor"),
-    "reader": ("compressor", "rerank_and_compress", "Compressor"),
+_ROLES: dict[str, tuple[str, type, str]] = {
+    # role: (argument name, the contract's verbs the engine must have, in-process class)
+    "reranker": ("reranker", RerankVerbs, "Reranker"),
+    "compressor": ("compressor", CompressVerbs, "Compressor"),
+    "reader": ("compressor", CompressVerbs, "Compressor"),
 }
 
 
 class Engine:
     """Sync and async rerank/compress on one engine, whichever kind it is.
 
-    - In process (:class:`~ragattn.Reranker`, :class:`~ragattn.compress.Compressor`, or anything
-      with the same sync ``rerank`` / ``compress``): async calls run the sync one in a worker
-      thread, so the event loop never runs model work.
+    - In process (:class:`~ragattn.Reranker`, :class:`~ragattn.compress.Compressor`, or any
+      other :class:`~ragattn.contract.RerankVerbs` / :class:`~ragattn.contract.CompressVerbs`):
+      async calls run the sync one in a worker thread, so the event loop never runs model work.
     - :class:`~ragattn.client.Client`: async calls use an :class:`AsyncClient` with the same
       config, opened per call (an httpx connection pool belongs to one event loop).
     - :class:`~ragattn.client.AsyncClient`: awaited as is; sync calls use one :class:`Client` with
@@ -70,7 +78,8 @@ class Engine:
 
     Twins are built from the config only: a custom httpx ``transport`` is not carried over.
     Result warnings (truncations, window splits) are logged here, since framework documents have
-    no place for them.
+    no place for them. Every call goes to the engine's checked entry (the adapter converted the
+    documents and checked the arguments once; the query is checked here, once per call).
 
     Args:
         engine: the engine, or None for the in-process default.
@@ -78,7 +87,7 @@ class Engine:
             (``compress``) or ``"reader"`` (``rerank_and_compress``, the one read).
 
     Raises:
-        InvalidInputError: ``engine`` lacks the method of ``role``.
+        InvalidInputError: ``engine`` is not an engine of ``role``.
     """
 
     def __init__(
@@ -87,11 +96,12 @@ class Engine:
         *,
         role: str,
     ) -> None:
-        argument, method, local = _ROLES[role]
-        if engine is not None and not callable(getattr(engine, method, None)):
+        argument, verbs, local = _ROLES[role]
+        if engine is not None and not isinstance(engine, verbs):
             raise InvalidInputError(
-                f"{argument} must be a ragattn {local}, Client or AsyncClient (anything with "
-                f".{method}()), or None for the in-process default, got {type(engine).__name__}"
+                f"{argument} must be a ragattn {local}, Client or AsyncClient (any "
+                f"ragattn.contract.{verbs.__name__}), or None for the in-process default, got "
+                f"{type(engine).__name__}"
             )
         self._given = engine
         self._role = role
@@ -105,9 +115,9 @@ class Engine:
             return self._given
         return default_reranker() if self._role == "reranker" else default_compressor()
 
-    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, entry: str, *args: Any) -> Any:
         # In a worker thread: the in-process default loads there, never on the event loop.
-        return getattr(self.engine, method)(*args, **kwargs)
+        return getattr(self.engine, entry)(*args)
 
     def _sync(self) -> Any:
         if not isinstance(self.engine, AsyncClient):
@@ -117,66 +127,64 @@ class Engine:
                 self._sync_twin = Client.from_config(self.engine.config)
             return self._sync_twin
 
+    async def _acall(
+        self, entry: str, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> Any:
+        """The checked entry ``entry`` awaited: on an :class:`AsyncClient` as is, on a
+        :class:`Client` through an async twin opened for the call, in process on a worker
+        thread."""
+        if isinstance(self.engine, AsyncClient):
+            return await getattr(self.engine, entry)(query, documents, args)
+        if isinstance(self.engine, Client):
+            async with AsyncClient.from_config(self.engine.config) as client:
+                return await getattr(client, entry)(query, documents, args)
+        return await asyncio.to_thread(self._call, entry, query, documents, args)
+
     def rerank(
         self, query: str, documents: Sequence[Document], *, top_n: int | None
     ) -> RerankResults:
-        return _logged(self._sync().rerank(query, documents, top_n=top_n))
+        args = VerbArgs(verb="rerank", top_n=top_n)
+        return _logged(self._sync().rerank_checked(check_query(query), documents, args))
 
     async def arerank(
         self, query: str, documents: Sequence[Document], *, top_n: int | None
     ) -> RerankResults:
-        if isinstance(self.engine, AsyncClient):
-            return _logged(await self.engine.rerank(query, documents, top_n=top_n))
-        if isinstance(self.engine, Client):
-            async with AsyncClient.from_config(self.engine.config) as client:
-                return _logged(await client.rerank(query, documents, top_n=top_n))
-        return _logged(await asyncio.to_thread(self._call, "rerank", query, documents, top_n=top_n))
+        args = VerbArgs(verb="rerank", top_n=top_n)
+        return _logged(await self._acall("rerank_checked", check_query(query), documents, args))
 
     def compress(
         self, query: str, documents: Sequence[Document], args: VerbArgs | Mapping[str, Any]
     ) -> CompressionResult:
         """Compress with ``args`` (checked once, by the adapter; a budget mapping is checked
         here)."""
-        kw = _compress_keywords(args)
-        return _logged(self._sync().compress(query, documents, **kw))
+        checked = _compress_args(args)
+        return _logged(self._sync().compress_checked(check_query(query), documents, checked))
 
     async def acompress(
         self, query: str, documents: Sequence[Document], args: VerbArgs | Mapping[str, Any]
     ) -> CompressionResult:
-        kw = _compress_keywords(args)
-        if isinstance(self.engine, AsyncClient):
-            return _logged(await self.engine.compress(query, documents, **kw))
-        if isinstance(self.engine, Client):
-            async with AsyncClient.from_config(self.engine.config) as client:
-                return _logged(await client.compress(query, documents, **kw))
-        return _logged(await asyncio.to_thread(self._call, "compress", query, documents, **kw))
+        checked = _compress_args(args)
+        query = check_query(query)
+        return _logged(await self._acall("compress_checked", query, documents, checked))
 
     def rerank_and_compress(
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> tuple[RerankResults, CompressionResult]:
         """The one read: ranking and kept sentences from one forward (``args`` of the
         ``rerank_compress`` verb, checked by the adapter)."""
-        pair = self._sync().rerank_and_compress(query, documents, **args.keywords())
+        pair = self._sync().rerank_and_compress_checked(check_query(query), documents, args)
         return _logged_pair(pair)
 
     async def arerank_and_compress(
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> tuple[RerankResults, CompressionResult]:
         """The async twin of :meth:`rerank_and_compress`; the same result."""
-        kw = args.keywords()
-        if isinstance(self.engine, AsyncClient):
-            return _logged_pair(await self.engine.rerank_and_compress(query, documents, **kw))
-        if isinstance(self.engine, Client):
-            async with AsyncClient.from_config(self.engine.config) as client:
-                return _logged_pair(await client.rerank_and_compress(query, documents, **kw))
-        pair = await asyncio.to_thread(self._call, "rerank_and_compress", query, documents, **kw)
-        return _logged_pair(pair)
+        entry, query = "rerank_and_compress_checked", check_query(query)
+        return _logged_pair(await self._acall(entry, query, documents, args))
 
 
-def _compress_keywords(args: VerbArgs | Mapping[str, Any]) -> dict[str, Any]:
-    if not isinstance(args, VerbArgs):
-        args = VerbArgs.check("compress", args)
-    return args.keywords()
+def _compress_args(args: VerbArgs | Mapping[str, Any]) -> VerbArgs:
+    return args if isinstance(args, VerbArgs) else VerbArgs.check("compress", args)
 
 
 _R = TypeVar("_R", RerankResults, CompressionResult)
@@ -273,19 +281,6 @@ def compressor_setup(
         raise InvalidInputError(f"top_n keeps the best {unit}; it needs order='rank'")
     args = compress_args(*budget, verb="rerank_compress" if ranks else "compress", top_n=top_n)
     return args, Engine(compressor, role="reader" if ranks else "compressor")
-
-
-def one_budget(
-    ratio: float | None, target_tokens: int | None, threshold: float | None
-) -> dict[str, float | int]:
-    """Deprecated: use :func:`compress_args` (its ``budget`` is the one
-    :class:`~ragattn.types.Budget`). The adapter's budget as keyword arguments of ``compress``."""
-    warnings.warn(
-        "ragattn.integrations.one_budget is deprecated; use compress_args(...).budget",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return compress_args(ratio, target_tokens, threshold).compress_budget.keywords()
 
 
 def kept_spans_metadata(result: CompressionResult, index: int) -> list[dict[str, Any]]:
@@ -403,6 +398,5 @@ __all__ = [
     "default_compressor",
     "default_reranker",
     "kept_spans_metadata",
-    "one_budget",
     "read_documents",
 ]

@@ -65,15 +65,14 @@ from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
-    Order,
     ReadDocument,
     check_k,
     check_top_n,
     compress_args,
-    compressor_setup,
     kept_spans_metadata,
     read_documents,
 )
+from ragattn.integrations._common import CompressingAdapter, EngineBudget  # noqa: E402
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
 
 
@@ -81,19 +80,30 @@ def _to_ragattn(documents: Sequence[LCDocument]) -> list[Document]:
     return [Document(text=d.page_content, id=d.id) for d in documents]
 
 
+def _copy(source: LCDocument, extra: dict[str, Any], text: str | None = None) -> LCDocument:
+    """A copy of ``source`` with ``extra`` added to its metadata and, when given, ``text`` as its
+    content; ``source`` itself is not modified."""
+    update: dict[str, Any] = {"metadata": {**source.metadata, **extra}}
+    if text is not None:
+        update["page_content"] = text
+    return source.model_copy(update=update)
+
+
+def _scores(relevance_score: float, raw_score: float) -> dict[str, float]:
+    """The ranking's metadata: ``relevance_score`` in [0, 1] and the raw score (method units)."""
+    return {"relevance_score": relevance_score, RAW_SCORE_KEY: raw_score}
+
+
 def _read_output(documents: Sequence[LCDocument], read: Sequence[ReadDocument]) -> list[LCDocument]:
     """Copies of the ranked ``documents`` with their kept text, scores and spans, best first."""
-    out = []
-    for r in read:
-        source = documents[r.index]
-        metadata = {
-            **source.metadata,
-            "relevance_score": r.relevance_score,
-            RAW_SCORE_KEY: r.raw_score,
-            KEPT_SPANS_KEY: r.kept_spans_metadata(),
-        }
-        out.append(source.model_copy(update={"page_content": r.text, "metadata": metadata}))
-    return out
+    return [
+        _copy(
+            documents[r.index],
+            {**_scores(r.relevance_score, r.raw_score), KEPT_SPANS_KEY: r.kept_spans_metadata()},
+            r.text,
+        )
+        for r in read
+    ]
 
 
 class RagattnRerank(BaseDocumentCompressor):
@@ -125,16 +135,7 @@ class RagattnRerank(BaseDocumentCompressor):
     def _documents(
         self, documents: Sequence[LCDocument], results: RerankResults
     ) -> list[LCDocument]:
-        out = []
-        for r in results:
-            source = documents[r.index]
-            metadata = {
-                **source.metadata,
-                "relevance_score": r.relevance_score,
-                RAW_SCORE_KEY: r.raw_score,
-            }
-            out.append(source.model_copy(update={"metadata": metadata}))
-        return out
+        return [_copy(documents[r.index], _scores(r.relevance_score, r.raw_score)) for r in results]
 
     def compress_documents(
         self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None
@@ -155,7 +156,7 @@ class RagattnRerank(BaseDocumentCompressor):
         return self._documents(documents, results)
 
 
-class RagattnCompressor(BaseDocumentCompressor):
+class RagattnCompressor(CompressingAdapter, BaseDocumentCompressor):
     """Rank documents and prune each to the sentences that answer the query, from one read.
 
     By default (``order="rank"``) the proxy reads all documents with the query once; from that
@@ -170,12 +171,9 @@ class RagattnCompressor(BaseDocumentCompressor):
     may keep nothing.
 
     Args:
-        compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
-            default None: the shared in-process ``Compressor()``, loaded on the first call.
-        ratio: fraction of tokens to keep, in (0, 1] (default 0.5 when no budget is set); or
-        target_tokens: keep at most this many tokens (the engine's tokenizer); or
-        threshold: keep sentences whose keep score is at least this, in [0, 1].
-        order: ``"rank"`` (default, one read, best first) or ``"input"`` (compress only).
+        compressor, ratio, target_tokens, threshold, order: the engine, the one budget (default
+            ``ratio=0.5``) and the order, as every compressing adapter takes them
+            (:class:`~ragattn.integrations._common.CompressingAdapter`).
         top_n: with ``order="rank"``, rank all documents and compress the best ``top_n``
             (default None: all).
         drop_empty: leave out documents with no kept sentence (default); False keeps them with
@@ -188,37 +186,19 @@ class RagattnCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    compressor: Any = None
-    ratio: float | None = None
-    target_tokens: int | None = None
-    threshold: float | None = None
-    order: Order = "rank"
-    top_n: int | None = None
-    drop_empty: bool = True
-    _engine: Engine = PrivateAttr()
-    _args: VerbArgs = PrivateAttr()
-
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        self._args, self._engine = compressor_setup(
-            self.compressor,
-            self.order,
-            self.top_n,
-            (self.ratio, self.target_tokens, self.threshold),
-            unit="documents",
-        )
+        self._set_up("documents")
 
     def _documents(
         self, documents: Sequence[LCDocument], result: CompressionResult
     ) -> list[LCDocument]:
-        out = []
-        for d in result.documents:
-            if self.drop_empty and not d.text:
-                continue
-            source = documents[d.index]
-            metadata = {**source.metadata, KEPT_SPANS_KEY: kept_spans_metadata(result, d.index)}
-            out.append(source.model_copy(update={"page_content": d.text, "metadata": metadata}))
-        return out
+        return [
+            _copy(
+                documents[d.index], {KEPT_SPANS_KEY: kept_spans_metadata(result, d.index)}, d.text
+            )
+            for d in self._kept(result)
+        ]
 
     def _read(
         self, documents: Sequence[LCDocument], pair: tuple[RerankResults, CompressionResult]
@@ -229,32 +209,34 @@ class RagattnCompressor(BaseDocumentCompressor):
         self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[LCDocument]:
         """Rank and prune (or, ``order="input"``, prune) ``documents``; ``[]`` for none."""
-        if not documents:
-            return []
-        inputs = _to_ragattn(documents)
-        if self.order == "rank":
-            pair = self._engine.rerank_and_compress(query, inputs, self._args)
-            return self._read(documents, pair)
-        return self._documents(documents, self._engine.compress(query, inputs, self._args))
+        return self._compressed(documents, query) if documents else []
 
     async def acompress_documents(
         self, documents: Sequence[LCDocument], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[LCDocument]:
         """The async twin of :meth:`compress_documents`; the same result."""
-        if not documents:
-            return []
+        return await self._acompressed(documents, query) if documents else []
+
+    def _compressed(self, documents: Sequence[LCDocument], query: str) -> list[LCDocument]:
         inputs = _to_ragattn(documents)
-        if self.order == "rank":
-            pair = await self._engine.arerank_and_compress(query, inputs, self._args)
-            return self._read(documents, pair)
-        result = await self._engine.acompress(query, inputs, self._args)
-        return self._documents(documents, result)
+        if self.order == "input":
+            return self._documents(documents, self._engine.compress(query, inputs, self._args))
+        return self._read(documents, self._engine.rerank_and_compress(query, inputs, self._args))
+
+    async def _acompressed(self, documents: Sequence[LCDocument], query: str) -> list[LCDocument]:
+        inputs = _to_ragattn(documents)
+        if self.order == "input":
+            result = await self._engine.acompress(query, inputs, self._args)
+            return self._documents(documents, result)
+        pair = await self._engine.arerank_and_compress(query, inputs, self._args)
+        return self._read(documents, pair)
 
 
-_READ_SETTINGS = ("compressor", "ratio", "target_tokens", "threshold")
+_READ_SETTINGS = tuple(EngineBudget.model_fields)
+"""The one read's settings: its engine and budget (``compressor``, ``ratio``, ...)."""
 
 
-class RagattnRetriever(BaseRetriever):
+class RagattnRetriever(EngineBudget, BaseRetriever):
     """Any retriever, then one read of the proxy: its candidates ranked and pruned, best first.
 
     By default the proxy reads all of the base retriever's candidates with the query once; from
@@ -296,11 +278,7 @@ class RagattnRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     base_retriever: BaseRetriever
-    compressor: Any = None
     k: int = 4
-    ratio: float | None = None
-    target_tokens: int | None = None
-    threshold: float | None = None
     keep_best_sentence: bool | None = None
     rerank: RagattnRerank | None = None
     compress: RagattnCompressor | None = None
@@ -320,9 +298,7 @@ class RagattnRetriever(BaseRetriever):
                 )
             return
         self._args = compress_args(
-            self.ratio,
-            self.target_tokens,
-            self.threshold,
+            *self._budget(),
             verb="rerank_compress",
             top_n=self.k,
             default_ratio=DEFAULT_RETRIEVER_RATIO,

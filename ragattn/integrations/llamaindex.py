@@ -23,6 +23,7 @@ work in a worker thread.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any
 
 from ragattn._optional import require
@@ -39,18 +40,16 @@ from llama_index.core.schema import (  # noqa: E402
 )
 from pydantic import PrivateAttr  # noqa: E402
 
-from ragattn.contract import VerbArgs  # noqa: E402
 from ragattn.errors import InvalidInputError  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
-    Order,
     check_top_n,
-    compressor_setup,
     kept_spans_metadata,
     read_documents,
 )
+from ragattn.integrations._common import CompressingAdapter  # noqa: E402
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
 
 
@@ -79,7 +78,45 @@ def _to_ragattn(nodes: list[NodeWithScore]) -> list[Document]:
     ]
 
 
-class RagattnRerankPostprocessor(BaseNodePostprocessor):
+def _ended(event: Any, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
+    """``nodes``, once reported as the end of the ``RERANKING`` callback ``event``."""
+    event.on_end(payload={EventPayload.NODES: nodes})
+    return nodes
+
+
+class _Postprocessor(BaseNodePostprocessor):
+    """What both postprocessors share: the query check, no work for no nodes, and the
+    ``RERANKING`` callback event; each subclass reads the nodes in :meth:`_read_nodes`
+    (and its async twin)."""
+
+    top_n: int | None = None
+    _engine: Engine = PrivateAttr()
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        query = _query(query_bundle)
+        return self._read_nodes(nodes, query) if nodes else []
+
+    async def _apostprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        query = _query(query_bundle)
+        return await self._aread_nodes(nodes, query) if nodes else []
+
+    def _read_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
+        raise NotImplementedError
+
+    async def _aread_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
+        raise NotImplementedError
+
+    def _reranking(self, nodes: list[NodeWithScore], query: str) -> AbstractContextManager[Any]:
+        """The ``RERANKING`` event around a ranking of ``nodes``; end it with :func:`_ended`."""
+        payload = _payload(self._engine, nodes, query, self.top_n)
+        return self.callback_manager.event(CBEventType.RERANKING, payload=payload)
+
+
+class RagattnRerankPostprocessor(_Postprocessor):
     """Rerank nodes with a ragattn engine; best first, ``top_n`` kept.
 
     Args:
@@ -93,7 +130,6 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
 
     reranker: Any = None
     top_n: int | None = 3
-    _engine: Engine = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
@@ -108,36 +144,18 @@ class RagattnRerankPostprocessor(BaseNodePostprocessor):
     def _nodes(nodes: list[NodeWithScore], results: RerankResults) -> list[NodeWithScore]:
         return [NodeWithScore(node=nodes[r.index].node, score=r.relevance_score) for r in results]
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        query = _query(query_bundle)
-        if not nodes:
-            return []
-        with self.callback_manager.event(
-            CBEventType.RERANKING, payload=_payload(self._engine, nodes, query, self.top_n)
-        ) as event:
+    def _read_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
+        with self._reranking(nodes, query) as event:
             results = self._engine.rerank(query, _to_ragattn(nodes), top_n=self.top_n)
-            out = self._nodes(nodes, results)
-            event.on_end(payload={EventPayload.NODES: out})
-        return out
+            return _ended(event, self._nodes(nodes, results))
 
-    async def _apostprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        query = _query(query_bundle)
-        if not nodes:
-            return []
-        with self.callback_manager.event(
-            CBEventType.RERANKING, payload=_payload(self._engine, nodes, query, self.top_n)
-        ) as event:
+    async def _aread_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
+        with self._reranking(nodes, query) as event:
             results = await self._engine.arerank(query, _to_ragattn(nodes), top_n=self.top_n)
-            out = self._nodes(nodes, results)
-            event.on_end(payload={EventPayload.NODES: out})
-        return out
+            return _ended(event, self._nodes(nodes, results))
 
 
-class RagattnCompressPostprocessor(BaseNodePostprocessor):
+class RagattnCompressPostprocessor(CompressingAdapter, _Postprocessor):
     """Rank nodes and prune each to the sentences that answer the query, from one read.
 
     By default (``order="rank"``) the proxy reads all nodes with the query once; from that
@@ -153,12 +171,10 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
     keep nothing.
 
     Args:
-        compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
-            default None: the shared in-process ``Compressor()``, loaded on the first call.
-        ratio: fraction of tokens to keep, in (0, 1] (default 0.5 when no budget is set); or
-        target_tokens: keep at most this many tokens (the engine's tokenizer); or
-        threshold: keep sentences whose keep score is at least this, in [0, 1].
-        order: ``"rank"`` (default, one read, best first) or ``"input"`` (compress only).
+        compressor, ratio, target_tokens, threshold, order: the engine (None: the shared
+            in-process ``Compressor()``), the one budget (none given: ``ratio=0.5``) and the
+            order (``"rank"`` by default), as in
+            :class:`~ragattn.integrations._common.CompressingAdapter`.
         top_n: with ``order="rank"``, rank all nodes and compress the best ``top_n`` (default
             None: all).
         drop_empty: leave out nodes with no kept sentence (default); False keeps them with empty
@@ -169,37 +185,23 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
             ``order="input"``; at call time, no query or a node that is not a ``TextNode``.
     """
 
-    compressor: Any = None
-    ratio: float | None = None
-    target_tokens: int | None = None
-    threshold: float | None = None
-    order: Order = "rank"
-    top_n: int | None = None
-    drop_empty: bool = True
-    _engine: Engine = PrivateAttr()
-    _args: VerbArgs = PrivateAttr()
-
     def __init__(self, **data: Any) -> None:
         super().__init__(**data)
-        self._args, self._engine = compressor_setup(
-            self.compressor,
-            self.order,
-            self.top_n,
-            (self.ratio, self.target_tokens, self.threshold),
-            unit="nodes",
-        )
+        self._set_up("nodes")
 
     @classmethod
     def class_name(cls) -> str:
         return "RagattnCompressPostprocessor"
 
     @staticmethod
-    def _check(nodes: list[NodeWithScore]) -> None:
+    def _inputs(nodes: list[NodeWithScore]) -> list[Document]:
+        """The nodes' texts as documents; only a ``TextNode``'s text can be compressed."""
         for i, n in enumerate(nodes):
             if not isinstance(n.node, TextNode):
                 raise InvalidInputError(
                     f"nodes[{i}] is a {type(n.node).__name__}; only TextNode text can be compressed"
                 )
+        return _to_ragattn(nodes)
 
     @staticmethod
     def _copy(node: Any, text: str, extra: dict[str, Any]) -> Any:
@@ -218,9 +220,7 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
 
     def _nodes(self, nodes: list[NodeWithScore], result: CompressionResult) -> list[NodeWithScore]:
         out = []
-        for d in result.documents:
-            if self.drop_empty and not d.text:
-                continue
+        for d in self._kept(result):
             spans = {KEPT_SPANS_KEY: kept_spans_metadata(result, d.index)}
             copy = self._copy(nodes[d.index].node, d.text, spans)
             out.append(NodeWithScore(node=copy, score=nodes[d.index].score))
@@ -236,38 +236,21 @@ class RagattnCompressPostprocessor(BaseNodePostprocessor):
             out.append(NodeWithScore(node=copy, score=r.relevance_score))
         return out
 
-    def _postprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        query = _query(query_bundle)
-        if not nodes:
-            return []
-        self._check(nodes)
+    def _read_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
+        inputs = self._inputs(nodes)
         if self.order == "input":
-            return self._nodes(nodes, self._engine.compress(query, _to_ragattn(nodes), self._args))
-        payload = _payload(self._engine, nodes, query, self.top_n)
-        with self.callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
-            pair = self._engine.rerank_and_compress(query, _to_ragattn(nodes), self._args)
-            out = self._read(nodes, pair)
-            event.on_end(payload={EventPayload.NODES: out})
-        return out
+            return self._nodes(nodes, self._engine.compress(query, inputs, self._args))
+        with self._reranking(nodes, query) as event:
+            pair = self._engine.rerank_and_compress(query, inputs, self._args)
+            return _ended(event, self._read(nodes, pair))
 
-    async def _apostprocess_nodes(
-        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
-    ) -> list[NodeWithScore]:
-        query = _query(query_bundle)
-        if not nodes:
-            return []
-        self._check(nodes)
+    async def _aread_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
+        inputs = self._inputs(nodes)
         if self.order == "input":
-            result = await self._engine.acompress(query, _to_ragattn(nodes), self._args)
-            return self._nodes(nodes, result)
-        payload = _payload(self._engine, nodes, query, self.top_n)
-        with self.callback_manager.event(CBEventType.RERANKING, payload=payload) as event:
-            pair = await self._engine.arerank_and_compress(query, _to_ragattn(nodes), self._args)
-            out = self._read(nodes, pair)
-            event.on_end(payload={EventPayload.NODES: out})
-        return out
+            return self._nodes(nodes, await self._engine.acompress(query, inputs, self._args))
+        with self._reranking(nodes, query) as event:
+            pair = await self._engine.arerank_and_compress(query, inputs, self._args)
+            return _ended(event, self._read(nodes, pair))
 
 
 __all__ = ["RagattnCompressPostprocessor", "RagattnRerankPostprocessor"]

@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 
 from ragattn.assets import proxy_slug
-from ragattn.blocks import BlockReader, BlockStore
+from ragattn.block_store import BlockStore
+from ragattn.blocks import BlockReader
 from ragattn.compress.features import Rows, SentenceFeatures, Unit, sentence_features
+from ragattn.lab.cache_dirs import lab_cache_dir
 from ragattn.proxy import Proxy
 from ragattn.types import Document
 
@@ -33,10 +35,10 @@ FEATURE_VERSION = 2
 """Bumped whenever the feature code changes its numbers (old cache entries are then ignored)."""
 
 
-def default_root() -> Path:
-    """``$RAGATTN_CACHE_DIR/features`` or ``~/.cache/ragattn/features``."""
-    base = os.environ.get("RAGATTN_CACHE_DIR")
-    return (Path(base) if base else Path.home() / ".cache" / "ragattn") / "features"
+def default_root(cache_dir: str | Path | None = None) -> Path:
+    """``<cache_dir>/features``: ``cache_dir`` is ``RAGATTN_CACHE_DIR`` as the edge read it
+    (:attr:`ragattn.settings.Settings.cache_dir`), default ``~/.cache/ragattn``."""
+    return lab_cache_dir(cache_dir, "features")
 
 
 def _digest(payload: Any) -> str:

@@ -18,18 +18,16 @@ from pathlib import Path
 from types import MappingProxyType
 
 from ragattn.lab.feature_store import FeatureStore
-from ragattn.lab.probe_training import (
-    MUSIQUE_RULE,
-    QUOTAS,
+from ragattn.lab.probe_fit import (
     ExtractionStats,
     FeatureTable,
     Learner,
     ProbeConfig,
     cv_r_precision,
     extract,
-    load_training,
     train,
 )
+from ragattn.lab.probe_training import MUSIQUE_RULE, QUOTAS, load_training
 from ragattn.lab.profile_writers import replace_card_section
 from ragattn.proxy import Proxy
 

@@ -16,6 +16,7 @@ The runtime never imports this module (``tests/unit/test_layers.py``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -56,13 +57,14 @@ RERANK_VARIANTS: MethodTable[ScorerFactory] = MethodTable(
 """Rerank variants and ablations that are not in the runtime registry."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RawAttentionScorer:
     """Untrained baseline: ``sigmoid`` of the mean over all heads of the last token's log context
-    share (the Sentinel attention features without a probe)."""
+    share (the Sentinel attention features without a probe); ``max_chunk_tokens`` proxy tokens
+    per forward at most."""
 
-    def __init__(self, proxy: Proxy, *, max_chunk_tokens: int) -> None:
-        self.proxy = proxy
-        self.max_chunk_tokens = max_chunk_tokens
+    proxy: Proxy
+    max_chunk_tokens: int
 
     def score(
         self, query: str, documents: Sequence[Document], units: Sequence[Unit]
@@ -76,7 +78,7 @@ class RawAttentionScorer:
 
 def _attention_raw(inputs: CompressInputs) -> UnitScorer:
     return RawAttentionScorer(
-        inputs.loaded_proxy("attention-raw"), max_chunk_tokens=inputs.max_chunk_tokens
+        proxy=inputs.loaded_proxy("attention-raw"), max_chunk_tokens=inputs.max_chunk_tokens
     )
 
 

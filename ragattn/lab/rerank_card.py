@@ -106,17 +106,20 @@ def fit_document_probe(
     recipe: Mapping[str, Any] | None = None,
     command: str = "ragattn probe train --kind rerank",
     progress: bool = True,
+    cache_dir: str | Path | None = None,
 ) -> str:
     """Extract the first ``limit`` training lists (resumable), fit, save, write the card;
-    returns the card text. ``recipe`` defaults to the proxy's studied one (:func:`recipe_for`)."""
+    returns the card text. ``recipe`` defaults to the proxy's studied one (:func:`recipe_for`);
+    the lists and MiniLM scores are cached under ``cache_dir`` (``RAGATTN_CACHE_DIR``)."""
     recipe = recipe_for(proxy_slug(proxy)) if recipe is None else recipe
     max_tokens = int(recipe["max_doc_tokens"])
     lists = rl.cached_lists(
         f"train-{max_tokens}",
         lambda: rl.round_robin(data_dir, proxy.tokenizer, max_tokens=max_tokens),
         tokenizer=proxy.name,
+        cache_dir=cache_dir,
     )[:limit]
-    full = build_table(extract(store, lists, progress=progress))
+    full = build_table(extract(store, lists, progress=progress), cache_dir=cache_dir)
     only = recipe.get("only")
     table = restrict(full, kinds=tuple(recipe["kinds"]), layers=recipe["layers"], only=only)
     l2 = float(recipe["l2"])

@@ -48,7 +48,6 @@ TRAINING_SOURCES = (
     "nq-train",
     "squad-train",
 )
-TRANSFER_SOURCES = ("msmarco-train",)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -274,19 +273,25 @@ def dev_lists(
 
 
 def cached_lists(
-    name: str, build: Callable[[], list[RankingList]], *, tokenizer: str
+    name: str,
+    build: Callable[[], list[RankingList]],
+    *,
+    tokenizer: str,
+    cache_dir: str | Path | None = None,
 ) -> list[RankingList]:
     """``build()``'s lists, kept as JSON in
-    ``$RAGATTN_CACHE_DIR/rerank-lists/<name>-<tokenizer>.json`` (BM25 over the pools takes minutes;
-    the lists are deterministic, so a rebuild gives the same).
+    ``<cache_dir>/rerank-lists/<name>-<tokenizer>.json`` (BM25 over the pools takes minutes;
+    the lists are deterministic, so a rebuild gives the same). ``cache_dir`` is
+    ``RAGATTN_CACHE_DIR`` as the edge read it, default ``~/.cache/ragattn``.
 
     Documents are cut to a number of *proxy* tokens, so the same name under another proxy's
     tokenizer is another set of lists: ``tokenizer`` (the proxy's name) is part of the key."""
     import json
     import os
 
-    base = os.environ.get("RAGATTN_CACHE_DIR")
-    folder = (Path(base) if base else Path.home() / ".cache" / "ragattn") / "rerank-lists"
+    from ragattn.lab.cache_dirs import lab_cache_dir
+
+    folder = lab_cache_dir(cache_dir, "rerank-lists")
     tag = re.sub(r"[^A-Za-z0-9._-]+", "_", tokenizer)
     path = folder / f"{name}-{tag}.json"
     if path.is_file():

@@ -29,24 +29,27 @@ from typing import Any
 import numpy as np
 
 from ragattn.document_probe import zscore_columns
+from ragattn.lab.cache_dirs import lab_cache_dir
 from ragattn.lab.evaluation.metrics import list_ndcg_at_10
 from ragattn.lab.rerank_features import ListFeatures, pool_documents
 
 
-def minilm_cache_dir() -> Path:
-    base = os.environ.get("RAGATTN_CACHE_DIR")
-    return (Path(base) if base else Path.home() / ".cache" / "ragattn") / "rerank-minilm"
+def minilm_cache_dir(cache_dir: str | Path | None = None) -> Path:
+    """``<cache_dir>/rerank-minilm`` (``cache_dir``: ``RAGATTN_CACHE_DIR``, default
+    ``~/.cache/ragattn``)."""
+    return lab_cache_dir(cache_dir, "rerank-minilm")
 
 
-def minilm_scores(item: ListFeatures) -> np.ndarray:
-    """The ``minilm`` method's raw cosine of each document (``title + text``), cached on disk."""
+def minilm_scores(item: ListFeatures, cache_dir: str | Path | None = None) -> np.ndarray:
+    """The ``minilm`` method's raw cosine of each document (``title + text``), cached on disk
+    under :func:`minilm_cache_dir`."""
     from ragattn.rerank.features import dense_local
 
     r = item.ranking
     key = hashlib.sha256(
         "\x1f".join([r.query, *(f"{d.title or ''}\x1e{d.text}" for d in r.documents)]).encode()
     ).hexdigest()[:24]
-    path = minilm_cache_dir() / f"{key}.npy"
+    path = minilm_cache_dir(cache_dir) / f"{key}.npy"
     if path.is_file():
         return np.load(path)
     scores = np.asarray(dense_local(r.query, r.documents), dtype=np.float64)
@@ -95,15 +98,16 @@ class ListTable:
         )
 
 
-def build_table(items: Iterable[ListFeatures]) -> ListTable:
-    """Pool, z-score and stack every list's features (float32 to keep 3,000 lists in memory)."""
+def build_table(items: Iterable[ListFeatures], *, cache_dir: str | Path | None = None) -> ListTable:
+    """Pool, z-score and stack every list's features (float32 to keep 3,000 lists in memory);
+    the MiniLM scores are cached under ``cache_dir`` (:func:`minilm_cache_dir`)."""
     lists: list[RankList] = []
     names: tuple[str, ...] = ()
     for item in items:
         pooled_names, pooled = pool_documents(item)
         names = names or pooled_names
         att = zscore_columns(pooled).astype(np.float32)
-        raw = minilm_scores(item)
+        raw = minilm_scores(item, cache_dir)
         lists.append(
             RankList(
                 source=item.ranking.source,

@@ -6,17 +6,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragattn.contract import RerankVerbs, VerbArgs
 from ragattn.errors import InvalidInputError
-from ragattn.methods import MethodSpec
-from ragattn.proxy import DEFAULT_PROXY, LazyProxy, Proxy
+from ragattn.facade import ProxyFacade
+from ragattn.proxy import DEFAULT_PROXY, Proxy
 from ragattn.rerank.base import DocScores
 from ragattn.rerank.icr import AttentionMemo
-from ragattn.rerank.registry import DEFAULT_METHOD, METHODS, RerankSpec, ScorerInputs
-from ragattn.types import DocumentLike, RerankResult, RerankResults, as_documents
-from ragattn.validation import check_query, check_top_n
+from ragattn.rerank.registry import (
+    DEFAULT_METHOD,
+    METHODS,
+    RerankSpec,
+    ScorerFactory,
+    ScorerInputs,
+)
+from ragattn.types import Document, DocumentLike, RerankResult, RerankResults, as_documents
+from ragattn.validation import check_query
 
 
-class Reranker:
+class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
     """Reranks candidate documents for a query with the attention of a small proxy LLM.
 
     The proxy's weights are loaded only for methods that run it (see :data:`METHODS`); for the
@@ -51,25 +58,10 @@ class Reranker:
         threads: int | None = None,
         memo: AttentionMemo | None = None,
     ) -> None:
-        self.spec = method if isinstance(method, MethodSpec) else METHODS.spec(method)
-        self.method = self.spec.name
-        self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
-        if self.spec.runs_proxy:
-            self._proxy.get()
-        else:
-            self._proxy.apply_threads()
+        self._bind(method, METHODS, proxy, device=device, dtype=dtype, threads=threads)
+        self._start()
         inputs = ScorerInputs(proxy=self._proxy.loaded, proxy_name=self._proxy.name, memo=memo)
         self.scorer = self.spec.factory(inputs)
-
-    @property
-    def proxy(self) -> Proxy:
-        """The proxy model, loaded on first access for methods that do not run it."""
-        return self._proxy.get()
-
-    @property
-    def proxy_name(self) -> str:
-        """The proxy's name, known without loading it."""
-        return self._proxy.name
 
     def score(
         self,
@@ -81,14 +73,7 @@ class Reranker:
         """Scores aligned with ``documents`` (no sorting); see :meth:`rerank`."""
         query = check_query(query)
         docs = as_documents(documents)
-        if not docs:
-            raise InvalidInputError("documents must hold at least one document")
-        order = None if first_stage_order is None else list(first_stage_order)
-        if order is not None and sorted(order) != list(range(len(docs))):
-            raise InvalidInputError(
-                "first_stage_order must be a permutation of the document indices"
-            )
-        return self.scorer.score(query, docs, order)
+        return self.scorer.score(query, docs, _check_order(first_stage_order, docs))
 
     def rerank(
         self,
@@ -119,10 +104,26 @@ class Reranker:
         Raises:
             InvalidInputError: empty query, no documents, a malformed document, or ``top_n < 1``.
         """
-        top_n = check_top_n(top_n)
+        args = VerbArgs(verb="rerank", top_n=top_n)
         docs = as_documents(documents)
-        scores = self.score(query, docs, first_stage_order=first_stage_order)
-        order = sorted(range(len(docs)), key=lambda i: (-scores.raw[i], i))
+        query = check_query(query)
+        return self._ranked(query, docs, args, _check_order(first_stage_order, docs))
+
+    def rerank_checked(
+        self, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> RerankResults:
+        """:meth:`rerank` of a checked call (see :class:`~ragattn.contract.RerankVerbs`)."""
+        return self._ranked(query, documents, args, None)
+
+    def _ranked(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        args: VerbArgs,
+        order: list[int] | None,
+    ) -> RerankResults:
+        scores = self.scorer.score(query, docs, order)
+        ranking = sorted(range(len(docs)), key=lambda i: (-scores.raw[i], i))
         results = [
             RerankResult(
                 index=i,
@@ -130,13 +131,27 @@ class Reranker:
                 raw_score=float(scores.raw[i]),
                 document=docs[i],
             )
-            for i in order
+            for i in ranking[: args.top_n]
         ]
-        if top_n is not None:
-            results = results[:top_n]
         return RerankResults(
             results, warnings=scores.warnings, method=self.method, windows=scores.windows
         )
+
+
+def _check_order(
+    first_stage_order: Sequence[int] | None, docs: Sequence[Document]
+) -> list[int] | None:
+    """``first_stage_order`` as a list, checked against the documents (which must be some).
+
+    Raises:
+        InvalidInputError: no documents, or an order that is no permutation of their indices.
+    """
+    if not docs:
+        raise InvalidInputError("documents must hold at least one document")
+    order = None if first_stage_order is None else list(first_stage_order)
+    if order is not None and sorted(order) != list(range(len(docs))):
+        raise InvalidInputError("first_stage_order must be a permutation of the document indices")
+    return order
 
 
 __all__ = ["DEFAULT_METHOD", "METHODS", "Reranker"]

@@ -63,12 +63,13 @@ class GatedReranker:
         self.entered = threading.Event()
         self.calls = 0
 
-    def rerank(self, *args: Any, **kwargs: Any) -> Any:
+    def rerank_checked(self, *args: Any, **kwargs: Any) -> Any:
+        """The checked entry the service calls (:class:`ragattn.contract.RerankVerbs`)."""
         self.calls += 1
         self.entered.set()
         if not self.gate.wait(timeout=60):
             raise TimeoutError("test gate was never opened")
-        return self.inner.rerank(*args, **kwargs)
+        return self.inner.rerank_checked(*args, **kwargs)
 
 
 @pytest.fixture

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import httpx
 import pytest
 
-from ragattn import validation
 from ragattn.client import Client
 from ragattn.compress import budget as compress_budget
 from ragattn.contract import VerbArgs, verb_keywords
@@ -32,7 +30,7 @@ ONE = "give exactly one budget: ratio, target_tokens or threshold"
 
 def test_budget_is_one_type_everywhere() -> None:
     assert compress_budget.Budget is Budget
-    assert validation.one_budget(None, 12, None) == ("target_tokens", 12.0)
+    assert Budget.from_args(None, 12, None) == Budget(kind="target_tokens", value=12)
     assert Budget.from_args(0.5).keywords() == {"ratio": 0.5}
     assert Budget.from_args(target_tokens=12).keywords() == {"target_tokens": 12}
 
@@ -70,12 +68,8 @@ def test_verb_args_carry_what_each_verb_takes() -> None:
     assert verb_keywords("rerank_compress") == ("ratio", "target_tokens", "threshold", "top_n")
     args = VerbArgs.check("rerank_compress", {"top_n": 2, "target_tokens": 10})
     assert args.params() == {"top_n": 2, "keep_order": True, "target_tokens": 10}
-    assert args.keywords() == {
-        "top_n": 2,
-        "budget": Budget(kind="target_tokens", value=10),
-        "keep_order": True,
-    }
-    assert VerbArgs(verb="rerank", top_n=3).keywords() == {"top_n": 3}
+    assert (args.top_n, args.budget) == (2, Budget(kind="target_tokens", value=10))
+    assert VerbArgs(verb="rerank", top_n=3).params() == {"top_n": 3}
     compress = VerbArgs.check("compress", {}, default_budget=Budget(kind="ratio", value=0.5))
     assert compress.params() == {"keep_order": True, "ratio": 0.5}
 
@@ -128,13 +122,10 @@ def test_client_sends_a_checked_budget_as_its_keyword_and_raw_ones_as_given() ->
     assert sent[1]["ratio"] == 0.5 and sent[1]["threshold"] == 0.5
 
 
-def test_integrations_one_budget_is_a_deprecated_alias() -> None:
-    from ragattn.integrations import compress_args, one_budget
+def test_an_adapter_without_a_budget_keeps_half_and_one_budget_passes_through() -> None:
+    from ragattn.integrations import compress_args
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        assert one_budget(None, None, None) == {"ratio": 0.5}
-    assert caught and issubclass(caught[0].category, DeprecationWarning)
+    assert compress_args(None, None, None).compress_budget.keywords() == {"ratio": 0.5}
     assert compress_args(None, 20, None).budget == Budget(kind="target_tokens", value=20)
 
 

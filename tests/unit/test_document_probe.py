@@ -72,7 +72,8 @@ def test_probe_refuses_features_of_another_configuration() -> None:
     query_only.score(("mass:query:L0H0",), pooled, np.zeros(2), ok)  # "both" holds "query"
     with pytest.raises(ConfigError, match=re.escape("computed with rows='last'")):
         query_only.score(("mass:query:L0H0",), pooled, np.zeros(2), {**ok, "rows": "last"})
-    # bf16 features approximate the fp32 ones the probe was fitted on (tests/unit/test_bf16.py)
+    # bf16 features approximate the fp32 ones the probe was fitted on
+    # (tests/unit/proxy/test_bf16.py)
     probe.score(("mass:query:L0H0",), pooled, np.zeros(2), {**ok, "dtype": "bfloat16"})
     for key, value in (("dtype", "int8"), ("rows", "query")):
         with pytest.raises(ConfigError, match=re.escape(f"computed with {key}={value!r}")):

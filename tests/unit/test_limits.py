@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ragattn.errors import InputTooLargeError, InvalidInputError, TokenizerError
-from ragattn.limits import LimitChecker, Limits, max_token_chars
+from ragattn.limits import LimitChecker, Limits, TokenOffsets
 from ragattn.types import Document
 
 
@@ -22,7 +22,7 @@ def _tokens(tokenizer: Any, text: str) -> int:
 
 
 def test_the_character_bound_holds_for_every_vocabulary_entry(tokenizer: Any) -> None:
-    bound = max_token_chars(tokenizer)
+    bound = TokenOffsets(tokenizer).max_token_chars
     assert bound is not None
     # No token decodes to more characters than the bound: a text longer than n * bound has more
     # than n tokens, so refusing it by length never refuses what a count would accept.

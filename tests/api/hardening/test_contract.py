@@ -145,7 +145,7 @@ class _MissingModuleReranker:
         self.proxy = inner.proxy
         self.method = inner.method
 
-    def rerank(self, *args: Any, **kwargs: Any) -> Any:
+    def rerank_checked(self, *args: Any, **kwargs: Any) -> Any:
         raise ModuleNotFoundError("No module named 'bm25s'", name="bm25s")
 
 

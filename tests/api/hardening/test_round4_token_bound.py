@@ -4,8 +4,8 @@ tokenizer thread.
 The character-count bound assumed one token per 81 characters (SmolLM2's longest token); text the
 vocabulary has no merges for is up to four tokens per character, so four documents of 331,000
 U+10000 passed it and held the tokenizer thread for seconds before their 413. The pre-check now
-uses :class:`ragattn.limits.TokenFloor`, a lower bound from which byte (or character) pairs and
-triples the vocabulary joins in one token. Here:
+uses :class:`ragattn.token_bounds.TokenFloor`, a lower bound from which byte (or character) pairs
+and triples the vocabulary joins in one token. Here:
 
 - the bound is checked against the proxy's own tokenizer (never above the count, for random text
   in many scripts), and against a byte-fallback tokenizer of the SentencePiece kind built here;
@@ -27,7 +27,8 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from ragattn.limits import LimitChecker, Limits, TokenFloor
+from ragattn.limits import LimitChecker, Limits
+from ragattn.token_bounds import TokenFloor
 
 pytestmark = pytest.mark.anyio
 

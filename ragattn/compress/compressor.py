@@ -1,0 +1,493 @@
+"""The :class:`Compressor`: the compress methods' facade, from keyword call to result.
+
+The methods and their needs are listed in :mod:`ragattn.compress.registry` (:data:`METHODS`).
+Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
+A call's context is read once (:mod:`ragattn.compress.reading`: the cascade's cut, one forward,
+the document-aware selection) and its result assembled in :mod:`ragattn.compress.assembly`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragattn.assets import default_models_dir, proxy_slug
+from ragattn.blocks import BlockReader, BlockStore
+from ragattn.compress.assembly import (
+    Counting,
+    compression_result,
+    entity_units,
+    ranked_results,
+)
+from ragattn.compress.cascade import (
+    DEFAULT_CASCADE,
+    Cascade,
+)
+from ragattn.compress.features import SentenceFeatures, Unit
+from ragattn.compress.probe import Probe
+from ragattn.compress.reading import (
+    Ranking,
+    Read,
+    ReadFeatures,
+    best_sentence_ranking,
+    reduced,
+)
+from ragattn.compress.registry import (
+    DEFAULT_METHOD,
+    METHODS,
+    PROBE_METHODS,
+    CompressSpec,
+    ScorerInputs,
+    UnitScorerFactory,
+    probe_path,
+)
+from ragattn.compress.scorers import ProbeScorer
+from ragattn.compress.selection import (
+    DocumentWeighting,
+    Selection,
+    check_selection,
+    selection_path,
+)
+from ragattn.contract import CompressVerbs, VerbArgs, input_documents
+from ragattn.document_probe import (
+    DocumentProbe,
+    document_cosines,
+    document_probe_path,
+    score_documents,
+    zscore_columns,
+)
+from ragattn.errors import ModelLoadError
+from ragattn.facade import ProxyFacade
+from ragattn.lexical import sigmoid
+from ragattn.proxy import DEFAULT_PROXY, Proxy, resolve_tokenizer
+from ragattn.sentences import split_sentences
+from ragattn.types import (
+    Budget,
+    CompressionResult,
+    Document,
+    DocumentLike,
+    RerankResults,
+)
+from ragattn.validation import check_query
+
+
+class Compressor(
+    ProxyFacade[UnitScorerFactory],
+    CompressVerbs[CompressionResult, tuple[RerankResults, CompressionResult]],
+):
+    """Keeps the sentences of the context that a small proxy's attention marks as useful.
+
+    The proxy's weights are loaded only for methods that run it (see :data:`METHODS`); ``lexical``
+    loads the proxy's tokenizer alone (tokens are still counted in it) and :attr:`proxy` loads the
+    weights on first access.
+
+    Args:
+        proxy: a loaded :class:`Proxy` or a name/path for :func:`load_proxy` (default SmolLM2-135M).
+        method: one of :data:`METHODS` (default: the best measured, see :data:`DEFAULT_METHOD`),
+            or a method's spec (the lab's baselines: :func:`ragattn.lab.registry.compress_spec`).
+        models_dir: where probe weights live (default: the packaged assets, see
+            :func:`ragattn.assets.default_models_dir`).
+        max_chunk_tokens: contexts longer than this many proxy tokens are read in sentence-aligned
+            chunks (reported in ``warnings``).
+        device: where the proxy runs: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``,
+            ``"cuda"``, ``"cuda:N"`` or ``"mps"``; checked at once even when the method loads no
+            proxy. A loaded ``proxy`` keeps its own device.
+        read_once: read each passage once and keep its keys and values (cached document blocks,
+            :mod:`ragattn.blocks`); ``True`` for a private 1 GiB store, or a shared
+            :class:`~ragattn.block_store.BlockStore`. Only for methods that read attention; the
+            features differ from one full prompt (passages do not see each other), measured in
+            BENCHMARKS.md §3.
+        selection: ``"documents"`` (default): with several documents, a sentence's keep score
+            also weighs its document's relevance from the same forward
+            (:mod:`ragattn.compress.selection`), where the method's features feed the proxy's
+            document probe and ``selection.json`` is shipped; ``"sentences"``: each sentence on
+            its own score, as before. One document is always scored on its own.
+        cascade: a :class:`~ragattn.compress.cascade.Cascade` cuts long contexts before the
+            proxy reads them (methods that read attention, in :meth:`compress`; ignored by the
+            others, which have no forward to save): a
+            cheap scorer keeps the best ``keep`` share of the proxy tokens and attention reads
+            those; the sentences it drops score 0 and the result's ``warnings`` say how many.
+            Default :data:`~ragattn.compress.cascade.DEFAULT_CASCADE` (contexts of 1,024 proxy
+            tokens or more, budgets of at most 40 %: the lexical probe keeps 80 % of the tokens,
+            the sentences of documents named by title first; measured in BENCHMARKS.md §3),
+            where the proxy's models folder has the ``lexical`` probe; ``None`` reads every
+            context whole.
+        dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
+            bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
+            else fp32; ``threads`` is applied even when no proxy is loaded).
+
+    Raises:
+        InvalidInputError: an unknown method (the message lists the valid ones).
+        ModelLoadError: the proxy or the method's trained probe is missing.
+        ConfigError: a device this machine does not have (the message lists the available ones).
+    """
+
+    def __init__(
+        self,
+        proxy: str | Proxy = DEFAULT_PROXY,
+        *,
+        method: str | CompressSpec = DEFAULT_METHOD,
+        models_dir: str | Path | None = None,
+        max_chunk_tokens: int = 2048,
+        device: str = "auto",
+        dtype: str = "auto",
+        threads: int | None = None,
+        read_once: bool | BlockStore = False,
+        selection: Selection = "documents",
+        cascade: Cascade | None = DEFAULT_CASCADE,
+    ) -> None:
+        self.selection: Selection = check_selection(selection)
+        self._bind(method, METHODS, proxy, device=device, dtype=dtype, threads=threads)
+        self._cascade_probe: ProbeScorer | None = None
+        self.max_chunk_tokens = max_chunk_tokens
+        self.models_dir = Path(models_dir) if models_dir else default_models_dir()
+        self.cascade = self._usable_cascade(cascade)
+        self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
+        self._start()
+        self.blocks: BlockReader | None = None
+        if read_once is not False and self.spec.reads_attention:
+            store = read_once if isinstance(read_once, BlockStore) else None
+            self.blocks = BlockReader(self.proxy, store)
+        self.scorer = self.spec.factory(
+            ScorerInputs(
+                proxy=self._proxy.loaded,
+                probe=self.probe,
+                max_chunk_tokens=max_chunk_tokens,
+                blocks=self.blocks,
+            )
+        )
+
+    def _usable_cascade(self, cascade: Cascade | None) -> Cascade | None:
+        """``cascade`` where it can run: None for a method that reads no attention (no forward to
+        save); the default cascade is dropped for a proxy whose models folder has no ``lexical``
+        probe (it was measured with the packaged one), while an explicit one fails here, at
+        construction, rather than on the first long context."""
+        if cascade is None or not self.spec.reads_attention:
+            return None
+        if cascade.scorer == "lexical":
+            path = probe_path(self.models_dir, self._proxy.name, "lexical")
+            if not path.is_file():
+                if cascade is DEFAULT_CASCADE:
+                    return None
+                raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
+        return cascade
+
+    def _load_probe(self) -> Probe:
+        path = probe_path(self.models_dir, self._proxy.name, self.method)
+        if not path.is_file():
+            raise ModelLoadError(
+                f"no trained probe for method {self.method!r} and proxy {self._proxy.name!r} "
+                f"at {path}; train it with: ragattn probe train"
+            )
+        return Probe.load(path)
+
+    def _counting(self, tokenizer: Any) -> Counting:
+        """The tokenizer that counts a result's tokens: ``tokenizer`` when given, else the
+        proxy's (its tokenizer alone when the weights are not loaded)."""
+        counting, name = (
+            self._proxy.tokenizer() if tokenizer is None else resolve_tokenizer(tokenizer)
+        )
+        return Counting(tokenizer=counting, name=name)
+
+    # -- the checked entries (CompressVerbs: compress, rerank_and_compress) -----------------
+
+    def compress_checked(
+        self, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> CompressionResult:
+        """:meth:`compress` of a checked call (:class:`~ragattn.contract.CompressVerbs`)."""
+        units = _units(documents)
+        read = self._read(query, documents, units, args.compress_budget)
+        forced = entity_units(query, documents, units) if args.keep_entities else []
+        return self._result(documents, range(len(documents)), units, read, args, forced)
+
+    def rerank_and_compress_checked(
+        self, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> tuple[RerankResults, CompressionResult]:
+        """:meth:`rerank_and_compress` of a checked call: rank and compress from one read
+        (Provence-style).
+
+        The read is :meth:`compress`'s own (the cascade's cut, then one forward, the
+        document-aware selection), so with ``top_n`` left at None the kept sentences are those
+        :meth:`compress` keeps, the context arranged best document first. When the proxy has a
+        document probe (:mod:`ragattn.document_probe`, ``rerank-probe.npz``) and the method's
+        features feed it (a probe method reading attention), a document's score is the document
+        probe's, read from the same forward: ``raw_score`` in its log-odds units,
+        ``relevance_score`` its sigmoid (results' ``method`` ends in ``:document-probe``); a
+        document the cascade dropped whole is ranked by the probe's MiniLM term alone. Otherwise
+        a document's score is its best sentence's keep score (raw and ``relevance_score`` alike,
+        in [0, 1]; ``:max-sentence``). The best ``top_n`` documents (default: all) are then
+        compressed under the budget, in rank order; ``CompressedDocument.index`` and
+        ``KeptSpan.doc_index`` refer to the input positions. How well each ranks is measured in
+        BENCHMARKS.md §2.
+        """
+        units = _units(documents)
+        read = self._read(query, documents, units, args.compress_budget, rank=True)
+        assert read.ranking is not None  # rank=True
+        ranking = read.ranking
+        results = ranked_results(
+            documents, ranking.raw, ranking.relevance, args.top_n, f"{self.method}:{ranking.how}"
+        )
+        ranked = [r.index for r in results]
+        position = {d: n for n, d in enumerate(ranked)}
+        keep = [k for k, u in enumerate(units) if u.doc in position]
+        sub_units = [Unit(position[units[k].doc], units[k].start, units[k].end) for k in keep]
+        sub_read = Read(scores=read.scores[keep], chunks=read.chunks, notes=read.notes)
+        docs = [documents[i] for i in ranked]
+        return results, self._result(docs, ranked, sub_units, sub_read, args, [])
+
+    def _result(
+        self,
+        docs: Sequence[Document],
+        indices: Sequence[int],
+        units: Sequence[Unit],
+        read: Read,
+        args: VerbArgs,
+        forced: Sequence[int],
+    ) -> CompressionResult:
+        """The units under the budget, assembled
+        (:func:`~ragattn.compress.assembly.compression_result`); the read's notes and its
+        chunks go into the warnings."""
+        notes = list(read.notes)
+        if read.chunks > 1:
+            notes.append(
+                f"the context was read in {read.chunks} chunks of at most "
+                f"{self.max_chunk_tokens} proxy tokens"
+            )
+        return compression_result(
+            docs,
+            indices,
+            units,
+            read.scores,
+            args,
+            counting=self._counting(args.tokenizer),
+            method=self.method,
+            forced=forced,
+            notes=notes,
+        )
+
+    def _prepare(
+        self, query: str, documents: str | Sequence[DocumentLike]
+    ) -> tuple[list[Document], list[Unit]]:
+        """A keyword call's query checked and documents converted, with their sentences."""
+        check_query(query)
+        docs = input_documents(documents)
+        return docs, _units(docs)
+
+    # -- scoring ---------------------------------------------------------------------------
+
+    def score_units(
+        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+    ) -> tuple[np.ndarray, int]:
+        """Keep scores in [0, 1] for ``units`` and the number of proxy chunks read."""
+        if not units:
+            return np.zeros(0), 0
+        return self.scorer.score(query, documents, units)
+
+    def context_scores(
+        self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
+    ) -> tuple[np.ndarray, int, tuple[str, ...]]:
+        """The keep scores :meth:`compress` selects ``units`` by under ``budget``: in [0, 1],
+        document-aware when a weighting applies, 0 for a sentence the cascade dropped; with the
+        number of proxy chunks read and the notes the result's warnings carry (what the cascade
+        cut)."""
+        read = self._read(query, docs, units, budget)
+        return read.scores, read.chunks, read.notes
+
+    def _read(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        budget: Budget,
+        *,
+        rank: bool = False,
+    ) -> Read:
+        """The one read of a call: the cascade's cut, then the proxy forward over what it kept,
+        giving the sentences' keep scores (as :meth:`context_scores` documents them) and, with
+        ``rank=True``, the documents' raw scores from the same forward (:meth:`_ranking`)."""
+        cut = None
+        if self.cascade is not None:
+            tokenizer, _ = self._proxy.tokenizer()
+            cut = self.cascade.cut(
+                query, docs, units, budget, tokenizer=tokenizer, lexical=self._cascade_scorer
+            )
+        cosines = None
+        if cut is None:
+            read_docs, read_units, doc_map = list(docs), list(units), list(range(len(docs)))
+        else:
+            read_docs, read_units = reduced(docs, units, cut)
+            doc_map = sorted({units[i].doc for i in cut})
+            if self._document_probe() is not None:
+                # the whole documents' cosines: one MiniLM pass serves the weighting, the
+                # ranking and a ``documents`` cascade alike (the encoder's LRU holds them)
+                cosines = document_cosines(query, docs)
+        scores, chunks, feats = self._selection_scores(
+            query,
+            read_docs,
+            read_units,
+            rank=rank,
+            cosines=None if cosines is None else cosines[doc_map],
+        )
+        notes: tuple[str, ...] = ()
+        if cut is not None and self.cascade is not None:  # a cut implies a cascade
+            full = np.zeros(len(units))
+            full[cut] = scores
+            scores = full
+            notes = (
+                f"the cascade ({self.cascade.name}) let attention read {len(cut)} of "
+                f"{len(units)} sentences; the {len(units) - len(cut)} it dropped score 0",
+            )
+        ranking = None
+        if rank:
+            ranking = self._ranking(
+                query, docs, units, scores, feats, (read_docs, read_units, doc_map)
+            )
+        return Read(scores=scores, chunks=chunks, notes=notes, ranking=ranking)
+
+    def _ranking(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        scores: np.ndarray,
+        feats: ReadFeatures | None,
+        read: tuple[Sequence[Document], Sequence[Unit], Sequence[int]],
+    ) -> Ranking:
+        """The documents' scores from the read's forward.
+
+        With the document probe (``feats`` given): its raw score, ``minilm_weight * z(MiniLM
+        cosine)`` over every document plus the attention correction of the documents attention
+        read (``read``: the context the cascade kept, and each read document's input position); a
+        document the cascade dropped whole gets the correction's mean, 0, so it is ranked by
+        MiniLM alone. Without it, a document's best sentence keep score."""
+        if feats is None:
+            return best_sentence_ranking(len(docs), units, scores)
+        read_docs, read_units, doc_map = read
+        probe = self._document_probe()
+        assert probe is not None  # features are kept only where the probe reads them
+        if feats.raw is not None and len(doc_map) == len(docs) and len(read_units) == len(units):
+            raw = feats.raw  # the whole context was read: the weighting's own scores
+        else:
+            correction = np.zeros(len(docs))
+            correction[list(doc_map)] = self._document_scores(
+                probe, query, read_docs, read_units, feats.features, minilm=False
+            )
+            base = zscore_columns(document_cosines(query, docs)[:, None])[:, 0]
+            raw = probe.minilm_weight * base + correction
+        return Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
+
+    def _selection_scores(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        *,
+        rank: bool = False,
+        cosines: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, int, ReadFeatures | None]:
+        """Keep scores in [0, 1] for ``units`` (document-aware when a weighting applies), the
+        number of proxy chunks read, and the forward's features with the document probe's raw
+        scores where they were computed (a weighting applies, or ``rank`` asks for them and the
+        method's features feed the document probe). ``cosines``: each document's MiniLM cosine
+        when the caller has it (the whole document's, for a cascade's cut)."""
+        weighting = self.document_weighting() if len(docs) > 1 else None
+        probe = self._document_probe() if (weighting or rank) else None
+        if probe is None or not isinstance(self.scorer, ProbeScorer) or not units:
+            scores, chunks = self.score_units(query, docs, units)
+            return scores, chunks, None
+        sentence, feats = self.scorer.score_with_features(query, docs, units)
+        minilm = weighting.reads_minilm if weighting else True
+        raw = self._document_scores(
+            probe, query, docs, units, feats, minilm=minilm, cosines=cosines
+        )
+        if weighting is None:
+            return sentence, feats.chunks, ReadFeatures(feats, raw if minilm else None)
+        scores = weighting.weigh(query, docs, units, sentence, raw)
+        return scores, feats.chunks, ReadFeatures(feats, raw if minilm else None)
+
+    def _cascade_scorer(self) -> ProbeScorer:
+        """The ``lexical`` probe as the cascade's first pass (loaded on first use)."""
+        if self._cascade_probe is None:
+            path = probe_path(self.models_dir, self._proxy.name, "lexical")
+            self._cascade_probe = ProbeScorer(
+                None,
+                Probe.load(path),
+                PROBE_METHODS["lexical"],
+                max_chunk_tokens=self.max_chunk_tokens,
+            )
+        return self._cascade_probe
+
+    def _document_probe(self) -> DocumentProbe | None:
+        """The proxy's document probe when this method's features can feed it, else None."""
+        return self._fitting_document_probe
+
+    @cached_property
+    def _fitting_document_probe(self) -> DocumentProbe | None:
+        if not (isinstance(self.scorer, ProbeScorer) and self.scorer.features.attention):
+            return None
+        path = document_probe_path(self.models_dir, proxy_slug(self._proxy.name))
+        probe = DocumentProbe.load(path) if path.is_file() else None
+        features = self.scorer.features
+        fits = probe is not None and (
+            features.rows in (probe.rows, "both")
+            and (features.layers is None or features.layers >= probe.layers)
+        )
+        return probe if fits else None
+
+    def document_weighting(self) -> DocumentWeighting | None:
+        """The document-aware selection this compressor applies to calls with several
+        documents, or None (``selection="sentences"``, a method whose features do not feed the
+        document probe, or no ``selection.json`` fitted for this method and proxy)."""
+        return self._weighting
+
+    @cached_property
+    def _weighting(self) -> DocumentWeighting | None:
+        if self.selection != "documents" or self._document_probe() is None:
+            return None
+        path = selection_path(self.models_dir, proxy_slug(self._proxy.name))
+        if not path.is_file():
+            return None
+        weighting = DocumentWeighting.load(path)
+        return weighting if weighting.method == self.method else None
+
+    def _document_scores(
+        self,
+        probe: DocumentProbe,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        feats: SentenceFeatures,
+        *,
+        minilm: bool = True,
+        cosines: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """The document probe's raw scores from the sentence features of this call's forward
+        (``minilm=False``: its attention correction alone, no MiniLM pass; ``cosines``: the
+        documents' MiniLM cosines when already known)."""
+        return score_documents(
+            probe,
+            self.proxy.tokenizer,
+            query,
+            docs,
+            units,
+            feats.names,
+            feats.matrix,
+            feats.config,
+            minilm=minilm,
+            cosines=cosines,
+        )
+
+
+def _units(docs: Sequence[Document]) -> list[Unit]:
+    """The sentences of ``docs`` (:func:`~ragattn.sentences.split_sentences`), document by
+    document."""
+    return [
+        Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
+    ]
+
+
+__all__ = ["Compressor"]

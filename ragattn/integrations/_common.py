@@ -1,0 +1,77 @@
+"""What the adapters that compress share as pydantic models: LangChain's compressor and
+retriever, LlamaIndex's postprocessor.
+
+Both frameworks' components are pydantic models, so the settings those adapters share are
+models mixed into each. This module imports pydantic, which either framework brings: import it
+from an adapter module only, after that adapter's ``require``; :mod:`ragattn.integrations`
+itself never imports it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, PrivateAttr
+
+from ragattn.contract import VerbArgs
+from ragattn.integrations import Engine, Order, compressor_setup
+from ragattn.types import CompressedDocument, CompressionResult
+
+
+class EngineBudget(BaseModel):
+    """The engine and the one budget of an adapter that compresses (the compressing adapters,
+    and LangChain's one-read retriever).
+
+    Attributes:
+        compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
+            None: the shared in-process ``Compressor()``, loaded on the first call.
+        ratio / target_tokens / threshold: at most one: the fraction of tokens kept in (0, 1],
+            tokens of the engine's tokenizer, or a keep score in [0, 1]; each adapter says its
+            default.
+    """
+
+    compressor: Any = None
+    ratio: float | None = None
+    target_tokens: int | None = None
+    threshold: float | None = None
+
+    def _budget(self) -> tuple[float | None, int | None, float | None]:
+        """``(ratio, target_tokens, threshold)`` as given, for :func:`compress_args`."""
+        return self.ratio, self.target_tokens, self.threshold
+
+
+class CompressingAdapter(EngineBudget):
+    """The settings of a compressing adapter, checked once by :meth:`_set_up`; with no budget
+    given it keeps ``ratio=0.5``.
+
+    Attributes:
+        order: ``"rank"`` (one read, best first) or ``"input"`` (compress only, input order).
+        top_n: with ``order="rank"``, the best ``top_n`` are compressed (None: all).
+        drop_empty: leave out what kept no sentence; False keeps it with empty text.
+    """
+
+    order: Order = "rank"
+    top_n: int | None = None
+    drop_empty: bool = True
+    _engine: Engine = PrivateAttr()
+    _args: VerbArgs = PrivateAttr()
+
+    def _set_up(self, unit: str) -> None:
+        """Check the settings and build the engine; ``unit`` names what the adapter keeps
+        (``documents``, ``nodes``) in the error messages.
+
+        Raises:
+            InvalidInputError: more than one budget, a wrong engine, or ``top_n`` with
+                ``order="input"``.
+        """
+        self._args, self._engine = compressor_setup(
+            self.compressor, self.order, self.top_n, self._budget(), unit=unit
+        )
+
+    def _kept(self, result: CompressionResult) -> list[CompressedDocument]:
+        """The documents of a compress-only ``result``, in input order, without those that kept
+        nothing when ``drop_empty``."""
+        return [d for d in result.documents if d.text or not self.drop_empty]
+
+
+__all__ = ["CompressingAdapter", "EngineBudget"]

@@ -1,0 +1,133 @@
+"""Wire types every route shares: text fields, documents in, kept spans out, finite numbers,
+and the health and error bodies."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+from ragattn.errors import InvalidInputError, ModelOutputError
+from ragattn.types import CompressedDocument, Document
+
+PositiveInt = Annotated[int, Meta(ge=1)]
+NOT_SPACE = (
+    r"[^\t\n\r\u000b\u000c\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a"
+    r"\u2028\u2029\u202f\u205f\u3000\ufeff]"
+)
+"""One character that is whitespace neither to Python (``str.isspace``) nor to JSON Schema's
+ECMA-262 ``\\s``: spelled out, because the two disagree (``\\x1f`` is space to Python only,
+``\\ufeff`` to ECMA-262 only), and the document must accept exactly what the server does."""
+Text = Annotated[str, Meta(min_length=1, pattern=NOT_SPACE)]
+"""A query or question: at least one character that is not whitespace."""
+SearchMode = Literal["hybrid", "bm25", "dense"]
+"""A search mode; omitted: ``hybrid`` when the index has dense vectors, else ``bm25``."""
+Fraction = Annotated[float, Meta(gt=0, le=1)]
+"""A ratio of tokens kept: in (0, 1]."""
+
+
+class DocumentIn(Struct, kw_only=True):
+    """A document object: ``text`` is required; ``id``, ``title`` and ``metadata`` are kept."""
+
+    text: str
+    id: str | int | None = None
+    title: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def to_document(self) -> Document:
+        return Document(
+            text=self.text,
+            id=None if self.id is None else str(self.id),
+            title=self.title,
+            metadata=self.metadata or {},
+        )
+
+
+def to_documents(values: list[str | DocumentIn] | list[str]) -> list[Document]:
+    """The library's documents of a request: the one conversion from the wire, per request."""
+    return [Document(text=v) if isinstance(v, str) else v.to_document() for v in values]
+
+
+class KeptSpanOut(Struct):
+    """A kept sentence: ``[start, end)`` in Unicode code points of its document's ``text`` as
+    sent (``text[start:end]`` in Python is ``text``), and its keep score in [0, 1]."""
+
+    start: int
+    end: int
+    score: float
+    text: str
+
+
+def kept_spans(document: CompressedDocument) -> list[KeptSpanOut]:
+    return [
+        KeptSpanOut(start=s.start, end=s.end, score=finite(s.score, "score"), text=s.text)
+        for s in document.kept_spans
+    ]
+
+
+def one_top_n(top_n: int | None, top_k: int | None) -> int | None:
+    """``top_n`` or its alias ``top_k`` (at most one of them)."""
+    if top_n is not None and top_k is not None:
+        raise InvalidInputError("send top_n or its alias top_k, not both")
+    return top_n if top_n is not None else top_k
+
+
+def finite(value: float, name: str) -> float:
+    """``value`` as a float when it is finite.
+
+    Raises:
+        ModelOutputError: NaN or infinite (one bad number fails its request only, loudly).
+    """
+    if not math.isfinite(value):
+        raise ModelOutputError(f"the model produced a non-finite {name}")
+    return float(value)
+
+
+class HealthResponse(Struct, omit_defaults=True):
+    """Alive; once the proxy is loaded also where it runs: ``device`` (``cpu``, ``cuda:0``,
+    ``mps``) and the weights' ``dtype`` (``float32``, ``bfloat16``); both absent while loading."""
+
+    status: str
+    device: str | None = None
+    dtype: str | None = None
+
+
+class ReadyResponse(Struct):
+    """Ready to serve; ``degraded`` is true while the cache backend (Redis) is unreachable or
+    failing: requests are still answered, just without the cache. ``device`` and ``dtype`` say
+    where and in which precision the proxy runs. ``busy`` is true while the model thread has work
+    (a new request waits behind ``queue_depth`` jobs, of at most ``queue_size``); a full queue
+    makes ``/ready`` a 503."""
+
+    status: str
+    model: str
+    rerank_method: str
+    cache: str
+    degraded: bool = False
+    device: str = ""
+    dtype: str = ""
+    busy: bool = False
+    queue_depth: int = 0
+    queue_size: int = 0
+
+
+class ErrorResponse(Struct):
+    """The body of every 4xx/5xx response."""
+
+    error_type: str
+    message: str
+
+
+__all__ = [
+    "NOT_SPACE",
+    "DocumentIn",
+    "ErrorResponse",
+    "HealthResponse",
+    "KeptSpanOut",
+    "ReadyResponse",
+    "finite",
+    "kept_spans",
+    "one_top_n",
+    "to_documents",
+]

@@ -1,0 +1,426 @@
+"""Wire formats of the model routes: rerank (Cohere v1/v2, Jina and TEI requests, Cohere's
+response shape), ``/v1/compress`` (LLMLingua's aliases accepted) and ``/v1/rerank_compress``."""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from msgspec import Meta, Struct
+
+from ragattn.errors import InvalidInputError, ModelOutputError
+from ragattn.types import Budget, CompressionResult, Document, RerankResults
+from ragattn_api.schemas.common import (
+    DocumentIn,
+    Fraction,
+    KeptSpanOut,
+    PositiveInt,
+    Text,
+    finite,
+    kept_spans,
+    one_top_n,
+    to_documents,
+)
+
+
+class PruneIn(Struct, kw_only=True, forbid_unknown_fields=True):
+    """The rerank routes' ``prune`` object: exactly one budget for the kept sentences of the
+    returned results, counted together (one budget across all of them, in proxy tokens).
+
+    ``ratio`` is the fraction of tokens kept, in (0, 1]; ``target_tokens`` the most tokens kept;
+    ``threshold`` the lowest keep score kept, in [0, 1]: the compress route's budgets, without its
+    LLMLingua aliases. Unlike the top-level fields (Cohere's, whose unknown siblings are ignored
+    with a warning) an unknown key in here is a 400: the object is ours, and a misspelt budget
+    must not pass.
+    """
+
+    ratio: Fraction | None = None
+    target_tokens: PositiveInt | None = None
+    threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
+
+    def budget(self) -> Budget:
+        """The one :class:`~ragattn.types.Budget` named here.
+
+        Raises:
+            InvalidInputError: none or more than one budget.
+        """
+        try:
+            return Budget.from_args(self.ratio, self.target_tokens, self.threshold)
+        except InvalidInputError as exc:
+            raise InvalidInputError(
+                "send exactly one budget in 'prune': ratio, target_tokens or threshold"
+            ) from exc
+
+
+class RerankRequest(Struct, kw_only=True):
+    """Cohere v1/v2 rerank request, TEI's ``texts``, and the ``top_k``, ``return_text`` aliases.
+
+    Exactly one of ``documents`` and ``texts``; at most one of ``top_n`` and its alias ``top_k``.
+    ``method`` (ours, optional) picks a ``ragattn.rerank.METHODS`` name for this request; ``model``
+    stays Cohere's field, accepted and ignored: Cohere clients always send one of Cohere's model
+    names, which must not change or break the ranking. ``prune`` (ours, optional) asks for each
+    result's kept sentences under one budget, ranked and pruned from the compressor's one read
+    (:meth:`resolved_prune`); it excludes ``method``.
+    """
+
+    query: Text
+    documents: Annotated[list[str | DocumentIn], Meta(min_length=1)] | None = None
+    texts: Annotated[list[str], Meta(min_length=1)] | None = None
+    model: str | None = None
+    top_n: PositiveInt | None = None
+    top_k: PositiveInt | None = None
+    return_documents: bool | None = None
+    return_text: bool | None = None
+    max_tokens_per_doc: PositiveInt | None = None
+    max_chunks_per_doc: PositiveInt | None = None
+    rank_fields: Annotated[list[Literal["text"]], Meta(min_length=1, max_length=1)] | None = None
+    raw_scores: bool = False
+    priority: int | None = None
+    method: str | None = None
+    prune: PruneIn | None = None
+
+    def resolved_documents(self) -> list[Document]:
+        """The candidates from ``documents`` or ``texts`` (exactly one of them)."""
+        if self.documents is not None and self.texts is not None:
+            raise InvalidInputError("send either 'documents' or 'texts', not both")
+        if self.documents is None and self.texts is None:
+            raise InvalidInputError("'documents' is required (a list of strings or {text} objects)")
+        return to_documents(
+            self.documents if self.documents is not None else list(self.texts or [])
+        )
+
+    def resolved_top_n(self) -> int | None:
+        return one_top_n(self.top_n, self.top_k)
+
+    def resolved_return_documents(self) -> bool:
+        return bool(self.return_documents or self.return_text)
+
+    def resolved_prune(self) -> Budget | None:
+        """The pruning budget (``None``: no ``prune``, the plain rerank).
+
+        Raises:
+            InvalidInputError: not exactly one budget in ``prune``, or ``prune`` with ``method``
+                (with ``prune`` the compressor's method ranks; a rerank method cannot also).
+        """
+        if self.prune is None:
+            return None
+        if self.method is not None:
+            raise InvalidInputError(
+                "send 'prune' or 'method', not both: with 'prune' the compressor's one read "
+                "ranks and prunes (the response's 'method' names it)"
+            )
+        return self.prune.budget()
+
+
+class RerankDocumentOut(Struct):
+    text: str
+
+
+class RerankResultOut(Struct, omit_defaults=True):
+    """One ranked document; ``pruned_text`` and ``kept_spans`` only when the request sent
+    ``prune`` (a request without it gets exactly Cohere's keys)."""
+
+    index: int
+    relevance_score: float
+    document: RerankDocumentOut | None = None
+    raw_score: float | None = None
+    pruned_text: str | None = None
+    kept_spans: list[KeptSpanOut] | None = None
+
+
+class ApiVersion(Struct):
+    version: str
+
+
+class BilledUnits(Struct):
+    search_units: int
+    input_tokens: int
+
+
+class PruningOut(Struct):
+    """Token counts of a pruned rerank, in ``tokenizer``'s tokens: ``origin_tokens`` of the
+    returned results' texts together, ``compressed_tokens`` of their kept sentences together;
+    ``ratio`` is compressed / origin (the fraction kept)."""
+
+    origin_tokens: int
+    compressed_tokens: int
+    ratio: float
+    tokenizer: str
+
+
+class RerankMeta(Struct, omit_defaults=True):
+    """Cohere's ``meta``; ``pruning`` only when the request sent ``prune``."""
+
+    api_version: ApiVersion
+    billed_units: BilledUnits
+    warnings: list[str]
+    pruning: PruningOut | None = None
+
+
+class RerankResponse(Struct, omit_defaults=True):
+    """Cohere's rerank response; ``model`` is an extra key naming the proxy that scored, and
+    ``method`` one naming the method that ranked, present only when the request named one or sent
+    ``prune`` (a request with neither gets exactly Cohere's shape plus ``model``)."""
+
+    id: str
+    results: list[RerankResultOut]
+    meta: RerankMeta
+    model: str
+    method: str | None = None
+
+    @classmethod
+    def from_result(
+        cls,
+        result: RerankResults,
+        *,
+        id: str,
+        api_version: str,
+        model: str,
+        input_tokens: int,
+        return_documents: bool,
+        raw_scores: bool,
+        warnings: list[str],
+        pruned: CompressionResult | None = None,
+    ) -> RerankResponse:
+        """The wire response of ``result``; with ``pruned`` (the compression of the same call,
+        one document per result) each result also carries its ``pruned_text`` and ``kept_spans``,
+        ``meta.pruning`` the token counts, ``meta.warnings`` the compression's warnings and
+        ``method`` the ranking method (``result.method``)."""
+        kept = {d.index: d for d in pruned.documents} if pruned is not None else {}
+        if pruned is not None and sorted(kept) != sorted(r.index for r in result):
+            raise ModelOutputError("the pruned documents are not the ranked ones")
+        items = []
+        for r in result:
+            score = finite(r.relevance_score, "relevance_score")
+            doc = kept.get(r.index)
+            items.append(
+                RerankResultOut(
+                    index=r.index,
+                    relevance_score=score,
+                    document=RerankDocumentOut(text=r.document.text) if return_documents else None,
+                    raw_score=finite(r.raw_score, "raw_score") if raw_scores else None,
+                    pruned_text=doc.text if doc is not None else None,
+                    kept_spans=kept_spans(doc) if doc is not None else None,
+                )
+            )
+        n_docs = max((r.index for r in result), default=-1) + 1
+        return cls(
+            id=id,
+            results=items,
+            meta=RerankMeta(
+                api_version=ApiVersion(version=api_version),
+                billed_units=BilledUnits(
+                    search_units=max(1, math.ceil(n_docs / 100)), input_tokens=input_tokens
+                ),
+                warnings=[
+                    *warnings,
+                    *result.warnings,
+                    *(pruned.warnings if pruned is not None else ()),
+                ],
+                pruning=_pruning(pruned) if pruned is not None else None,
+            ),
+            model=model,
+            method=result.method if pruned is not None else None,
+        )
+
+
+def _pruning(result: CompressionResult) -> PruningOut:
+    return PruningOut(
+        origin_tokens=result.origin_tokens,
+        compressed_tokens=result.compressed_tokens,
+        ratio=finite(result.ratio, "ratio"),
+        tokenizer=result.tokenizer,
+    )
+
+
+class CompressRequest(Struct, kw_only=True):
+    """Compress documents (or one ``context``) for a query under exactly one budget.
+
+    ``rate`` and ``target_token`` are LLMLingua's names for ``ratio`` and ``target_tokens``.
+    """
+
+    query: Text
+    documents: Annotated[list[str | DocumentIn], Meta(min_length=1)] | None = None
+    context: str | Annotated[list[str], Meta(min_length=1)] | None = None
+    ratio: Fraction | None = None
+    rate: Fraction | None = None
+    target_tokens: PositiveInt | None = None
+    target_token: PositiveInt | None = None
+    threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
+    method: str | None = None
+    keep_order: bool = True
+
+    def resolved_documents(self) -> list[Document]:
+        """The documents from ``documents`` or ``context`` (exactly one of them)."""
+        if self.documents is not None and self.context is not None:
+            raise InvalidInputError("send either 'documents' or 'context', not both")
+        if self.documents is None and self.context is None:
+            raise InvalidInputError("'documents' (or 'context') is required")
+        if self.context is not None:
+            return to_documents([self.context] if isinstance(self.context, str) else self.context)
+        return to_documents(self.documents or [])
+
+    def resolved_budget(self) -> Budget:
+        """Exactly one of ratio / target_tokens / threshold, aliases folded in, as the one checked
+        :class:`~ragattn.types.Budget` the library takes (:meth:`Budget.from_args` holds the
+        rule)."""
+        if self.ratio is not None and self.rate is not None:
+            raise InvalidInputError("send 'ratio' or its alias 'rate', not both")
+        if self.target_tokens is not None and self.target_token is not None:
+            raise InvalidInputError("send 'target_tokens' or its alias 'target_token', not both")
+        ratio = self.ratio if self.ratio is not None else self.rate
+        target = self.target_tokens if self.target_tokens is not None else self.target_token
+        try:
+            return Budget.from_args(ratio, target, self.threshold)
+        except InvalidInputError as exc:
+            raise InvalidInputError(
+                "send exactly one budget: ratio (or rate), target_tokens or threshold"
+            ) from exc
+
+
+class CompressedDocumentOut(Struct):
+    index: int
+    text: str
+    kept_spans: list[KeptSpanOut]
+    sentence_scores: list[float]
+
+
+class CompressResponse(Struct):
+    """Compressed text per document and joined; token counts in ``tokenizer``'s tokens.
+
+    ``ratio`` is compressed_tokens / origin_tokens (the fraction kept).
+    """
+
+    id: str
+    compressed_text: str
+    documents: list[CompressedDocumentOut]
+    origin_tokens: int
+    compressed_tokens: int
+    ratio: float
+    tokenizer: str
+    method: str
+    model: str
+    warnings: list[str]
+
+    @classmethod
+    def from_result(
+        cls, result: CompressionResult, *, id: str, model: str, warnings: list[str]
+    ) -> CompressResponse:
+        return cls(
+            id=id, model=model, warnings=[*warnings, *result.warnings], **_compression(result)
+        )
+
+
+def _compression(result: CompressionResult) -> dict[str, Any]:
+    """The fields a compression's wire forms share (all but ``warnings``), checked finite."""
+    return {
+        "compressed_text": result.compressed_text,
+        "documents": compressed_documents(result),
+        "origin_tokens": result.origin_tokens,
+        "compressed_tokens": result.compressed_tokens,
+        "ratio": finite(result.ratio, "ratio"),
+        "tokenizer": result.tokenizer,
+        "method": result.method,
+    }
+
+
+def compressed_documents(result: CompressionResult) -> list[CompressedDocumentOut]:
+    return [
+        CompressedDocumentOut(
+            index=d.index,
+            text=d.text,
+            kept_spans=kept_spans(d),
+            sentence_scores=[finite(x, "sentence_score") for x in d.sentence_scores],
+        )
+        for d in result.documents
+    ]
+
+
+class RerankCompressRequest(CompressRequest, kw_only=True):
+    """One scoring pass for both: rank the documents, then compress the best ``top_n`` of them."""
+
+    top_n: PositiveInt | None = None
+    top_k: PositiveInt | None = None
+    return_documents: bool = False
+
+    def resolved_top_n(self) -> int | None:
+        return one_top_n(self.top_n, self.top_k)
+
+
+class CompressionOut(Struct):
+    """The compression part of ``/v1/rerank_compress``: documents in rank order, input indices."""
+
+    compressed_text: str
+    documents: list[CompressedDocumentOut]
+    origin_tokens: int
+    compressed_tokens: int
+    ratio: float
+    tokenizer: str
+    method: str
+    warnings: list[str]
+
+
+class RerankCompressResponse(Struct):
+    """Cohere-style ``results`` for the ranking plus the compressed context of the kept ones;
+    ``method`` names the method that ranked (the library's ``RerankResults.method``, e.g.
+    ``sentinel:document-probe``), ``compression.method`` the one that compressed."""
+
+    id: str
+    results: list[RerankResultOut]
+    compression: CompressionOut
+    meta: RerankMeta
+    model: str
+    method: str
+
+    @classmethod
+    def from_result(
+        cls,
+        ranked: RerankResults,
+        compressed: CompressionResult,
+        *,
+        id: str,
+        model: str,
+        input_tokens: int,
+        return_documents: bool,
+        warnings: list[str],
+    ) -> RerankCompressResponse:
+        rerank = RerankResponse.from_result(
+            ranked,
+            id=id,
+            api_version="1",
+            model=model,
+            input_tokens=input_tokens,
+            return_documents=return_documents,
+            raw_scores=False,
+            warnings=warnings,
+        )
+        return cls(
+            id=id,
+            results=rerank.results,
+            compression=CompressionOut(
+                warnings=list(compressed.warnings), **_compression(compressed)
+            ),
+            meta=rerank.meta,
+            model=model,
+            method=ranked.method,
+        )
+
+
+__all__ = [
+    "ApiVersion",
+    "BilledUnits",
+    "CompressRequest",
+    "CompressResponse",
+    "CompressedDocumentOut",
+    "CompressionOut",
+    "PruneIn",
+    "PruningOut",
+    "RerankCompressRequest",
+    "RerankCompressResponse",
+    "RerankDocumentOut",
+    "RerankMeta",
+    "RerankRequest",
+    "RerankResponse",
+    "RerankResultOut",
+    "compressed_documents",
+]
