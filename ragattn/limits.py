@@ -283,27 +283,40 @@ class LimitChecker:
             return None
         return truncate_to
 
-    def check_query(self, query: str, *, what: str = "query") -> int:
-        """Tokens of ``query``; refuse it over ``max_query_tokens``."""
-        self.precheck(query, None, what=what)
+    def check_query(self, query: str, *, what: str = "query", prechecked: bool = False) -> int:
+        """Tokens of ``query``; refuse it over ``max_query_tokens``.
+
+        ``prechecked``: the caller has run :meth:`precheck` on this query already (the service
+        does, before the tokenizer thread), so its bound is not computed twice."""
+        if not prechecked:
+            self.precheck(query, None, what=what)
         n = self.tokens.count(query)
         if n > self.limits.max_query_tokens:
             raise self._query_too_large(what, str(n))
         return n
 
     def check(
-        self, query: str, documents: Sequence[Document], *, truncate_to: int | None = None
+        self,
+        query: str,
+        documents: Sequence[Document],
+        *,
+        truncate_to: int | None = None,
+        prechecked: bool = False,
     ) -> CheckedInput:
         """Tokenize and apply the token limits; cut documents to ``truncate_to`` with a warning.
+
+        ``prechecked``: the caller has run :meth:`precheck` on this input already (the service
+        does, before the cache and the tokenizer thread), so the bounds are not computed twice.
 
         Raises:
             InvalidInputError: no documents.
             InputTooLargeError: a limit is exceeded (the message names it and its variable).
             TokenizerError: the tokenizer cannot encode the input.
         """
-        self.precheck(query, documents, truncate_to=truncate_to)
+        if not prechecked:
+            self.precheck(query, documents, truncate_to=truncate_to)
         truncate_to = self._truncation(truncate_to)
-        q_tokens = self.check_query(query)
+        q_tokens = self.check_query(query, prechecked=True)
         warnings: list[str] = []
         if truncate_to is None:
             counts = [len(o) for o in self.tokens.offsets([d.text for d in documents])]

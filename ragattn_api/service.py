@@ -398,9 +398,8 @@ class Service(MethodEngines):
             compress=req.compress,
         )
         async with self._deadline() as deadline:
-            question = await self.tokens.run(
-                "tokenize", pipeline.check_question, req.question, deadline=deadline
-            )
+            bounded = functools.partial(pipeline.check_question, prechecked=True)
+            question = await self.tokens.run("tokenize", bounded, req.question, deadline=deadline)
 
             async def on_worker(fn: Callable[[], T]) -> T:
                 return await self.worker.run("ask", fn, deadline=deadline)
@@ -443,6 +442,7 @@ class Service(MethodEngines):
                 call.query,
                 call.documents,
                 truncate_to=truncate_to,
+                prechecked=True,
                 deadline=deadline,
             )
             return await self.worker.run(call.args.verb, score, checked, deadline=deadline)

@@ -89,8 +89,12 @@ class RAGPipeline:
 
     # -- stages --------------------------------------------------------------------------
 
-    def check_question(self, question: str | Question, *, what: str = "question") -> Question:
-        """``question`` checked once: non-empty and within ``limits.max_query_tokens``.
+    def check_question(
+        self, question: str | Question, *, what: str = "question", prechecked: bool = False
+    ) -> Question:
+        """``question`` checked once: non-empty and within ``limits.max_query_tokens``
+        (``prechecked``: the caller has already bounded it without tokenizing, as the service
+        does before its tokenizer thread).
 
         Raises:
             InvalidInputError: an empty question.
@@ -101,7 +105,7 @@ class RAGPipeline:
         if not isinstance(question, str) or not question.strip():
             raise InvalidInputError(f"{what} must be a non-empty string")
         if self._limits is not None:
-            self._limits.check_query(question, what=what)
+            self._limits.check_query(question, what=what, prechecked=prechecked)
         return Question(question)
 
     def retrieve(

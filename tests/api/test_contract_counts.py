@@ -11,8 +11,10 @@ computed.
   receive the converted documents through their checked entries.
 - ``top_n``: :func:`ragattn.types.check_top_n`, run by the one :class:`~ragattn.contract.VerbArgs`
   each request builds.
-- the query's length: :meth:`ragattn.limits.LimitChecker.check_query` (its tokens); the library's
-  non-empty check (:func:`ragattn.validation.check_query`) does not run again after the wire's.
+- the query's length: :meth:`ragattn.limits.LimitChecker.precheck` (its bound, before the
+  tokenizer thread) and :meth:`~ragattn.limits.LimitChecker.check_query` (its tokens), once each;
+  the library's non-empty check (:func:`ragattn.validation.check_query`) does not run again after
+  the wire's.
 - the budget: one :class:`~ragattn.types.Budget` is made (and checked) per request that has one;
   :meth:`Budget.from_args` runs only where the wire's fields become that Budget.
 """
@@ -104,6 +106,7 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counts:
     c.function("ragattn.types", "check_top_n")
     c.function("ragattn.validation", "check_query")
     c.method(LimitChecker, "check_query")
+    c.method(LimitChecker, "precheck")
     c.method(Budget, "__post_init__")
     c.method(Budget, "from_args")
     c.method(VerbArgs, "__post_init__")
@@ -114,7 +117,12 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> Counts:
 def expected(**nonzero: int) -> Counter[str]:
     """The counts of one request: ``VerbArgs`` built once, so ``top_n`` checked once, and the
     query's tokens counted once; the rest as given, everything else never."""
-    base = {"VerbArgs.__post_init__": 1, "check_top_n": 1, "LimitChecker.check_query": 1}
+    base = {
+        "VerbArgs.__post_init__": 1,
+        "check_top_n": 1,
+        "LimitChecker.check_query": 1,
+        "LimitChecker.precheck": 1,
+    }
     return Counter({**base, **nonzero})
 
 

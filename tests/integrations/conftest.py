@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from litestar import Litestar, Request, Response, post
+from litestar.params import JSONBody
 
 from ragattn.client import Client
 from ragattn.generate import ChatMessage, LocalGenerator
@@ -134,20 +135,20 @@ def create_openai_app(proxy: Proxy, *, api_key: str | None = None) -> Litestar:
         )
 
     @post("/v1/chat/completions", status_code=200, sync_to_thread=True)
-    def chat(request: Request[Any, Any, Any], data: dict[str, Any]) -> Response[Any]:
+    def chat(request: Request[Any, Any, Any], data: JSONBody[dict[str, Any]]) -> Response[Any]:
         return _unauthorized(request) or _complete(data)
 
     @post("/slow/v1/chat/completions", status_code=200)
-    async def slow(data: dict[str, Any]) -> dict[str, Any]:
+    async def slow(data: JSONBody[dict[str, Any]]) -> dict[str, Any]:
         await asyncio.sleep(SLOW_SECONDS)
         return {}
 
     @post("/broken/v1/chat/completions", status_code=500)
-    async def broken(data: dict[str, Any]) -> dict[str, Any]:
+    async def broken(data: JSONBody[dict[str, Any]]) -> dict[str, Any]:
         return {"error": {"message": "the model crashed", "type": "server_error"}}
 
     @post("/notchat/v1/chat/completions", status_code=200)
-    async def notchat(data: dict[str, Any]) -> dict[str, Any]:
+    async def notchat(data: JSONBody[dict[str, Any]]) -> dict[str, Any]:
         return {"object": "list", "data": []}
 
     return Litestar(route_handlers=[chat, slow, broken, notchat])
