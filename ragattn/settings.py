@@ -34,8 +34,8 @@ _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _mask(secret: str) -> str:
-    return "***"
+_MASK = "***"
+"""What a secret is shown as in ``repr`` (the whole value: not even its length is shown)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,11 +167,11 @@ class Settings:
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
             if f.name == "api_keys":
-                value = tuple(_mask(k) for k in value)
+                value = tuple(_MASK for _ in value)
             elif f.name == "redis_url" and value:
                 value = _mask_url(value)
             elif f.name == "generator_api_key" and value:
-                value = _mask(value)
+                value = _MASK
             parts.append(f"{f.name}={value!r}")
         return f"Settings({', '.join(parts)})"
 
@@ -194,14 +194,6 @@ class Settings:
                 continue
             values[f.name] = _PARSERS.get(f.name, _parse_str)(name, raw.strip())
         return cls(**values)
-
-    def to_public_dict(self) -> dict[str, Any]:
-        """Settings with secrets masked, for logs and diagnostics."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["api_keys"] = [_mask(k) for k in self.api_keys]
-        out["redis_url"] = _mask_url(self.redis_url) if self.redis_url else None
-        out["generator_api_key"] = _mask(self.generator_api_key) if self.generator_api_key else None
-        return out
 
 
 def _mask_url(url: str) -> str:

@@ -68,5 +68,3 @@ _.prefix_ids  # BlockReader.prefix_ids: capture() takes absolute rows, which sta
 # test only, or by nothing): remove the code, then the line.
 _.snapshot  # ragattn/cache.py CacheStats.snapshot: tests only
 _.applies  # ragattn/compress/cascade.py Cascade.applies: tests only
-_.to_public_dict  # ragattn/settings.py Settings.to_public_dict: no caller
-secret  # ragattn/settings.py _mask(secret): the argument is ignored

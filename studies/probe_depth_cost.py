@@ -25,6 +25,10 @@ from ragattn.lab.rerank_features import list_units
 from ragattn.proxy import load_proxy
 from ragattn.rerank.features import dense_local
 from ragattn.sentence_attention import attention_block
+from ragattn.settings import Settings
+
+CACHE_DIR = Settings.from_env().cache_dir
+"""RAGATTN_CACHE_DIR, read here at the edge: where the lab keeps its lists and features."""
 
 
 def main() -> None:
@@ -49,6 +53,7 @@ def main() -> None:
             "dev-top20-128",
             lambda proxy=proxy: rl.dev_lists(args.data, proxy.tokenizer),
             tokenizer=proxy.name,
+            cache_dir=CACHE_DIR,
         )
         lists = [r for r in lists if r.source.startswith("dl19")][: args.lists]
         minilm_lists = minilm_lists or lists

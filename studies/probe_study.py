@@ -32,6 +32,10 @@ from ragattn.lab.feature_store import FeatureStore, default_root
 from ragattn.lab.probe_fit import ProbeConfig, cv_r_precision, extract, train
 from ragattn.lab.probe_training import load_training
 from ragattn.proxy import Proxy, load_proxy
+from ragattn.settings import Settings
+
+CACHE_DIR = Settings.from_env().cache_dir
+"""RAGATTN_CACHE_DIR, read here at the edge: where the lab keeps its lists and features."""
 
 EVAL_SETS = {
     "2wiki": (
@@ -102,7 +106,7 @@ def main() -> None:
     args = parser.parse_args()
     print("cpu capability", torch.backends.cpu.get_cpu_capability(), flush=True)
     proxy = load_proxy(args.proxy, threads=2)
-    store = FeatureStore(default_root(), proxy)
+    store = FeatureStore(default_root(CACHE_DIR), proxy)
     examples = load_training(args.data)[: args.train_limit]
     table, stats = extract(store, examples, cached_only=args.cached_only)
     print("training", asdict(stats), "s/q", stats.seconds_per_question, table.x.shape, flush=True)

@@ -20,6 +20,10 @@ from ragattn.lab import rerank_lists as rl
 from ragattn.lab.feature_store import default_root
 from ragattn.lab.rerank_card import DEPTH_HELP, store_depth
 from ragattn.proxy import load_proxy
+from ragattn.settings import Settings
+
+CACHE_DIR = Settings.from_env().cache_dir
+"""RAGATTN_CACHE_DIR, read here at the edge: where the lab keeps its lists and features."""
 
 
 def main() -> None:
@@ -49,7 +53,7 @@ def main() -> None:
         flush=True,
     )
     store = rf.store_for(
-        args.features_cache or default_root(), proxy, layers=store_depth(args.depth, proxy)
+        args.features_cache or default_root(CACHE_DIR), proxy, layers=store_depth(args.depth, proxy)
     )
     print("feature store:", store.folder, flush=True)
     if args.dev:
@@ -59,6 +63,7 @@ def main() -> None:
                 args.data, proxy.tokenizer, top_k=args.dev_top_k, max_tokens=args.max_tokens
             ),
             tokenizer=proxy.name,
+            cache_dir=CACHE_DIR,
         )
     elif args.transfer:
         lists = rl.cached_lists(
@@ -69,12 +74,14 @@ def main() -> None:
                 )
             ),
             tokenizer=proxy.name,
+            cache_dir=CACHE_DIR,
         )
     else:
         lists = rl.cached_lists(
             f"train-{args.max_tokens}",
             lambda: rl.round_robin(args.data, proxy.tokenizer, max_tokens=args.max_tokens),
             tokenizer=proxy.name,
+            cache_dir=CACHE_DIR,
         )[: args.limit]
     lists = lists[: args.limit]
     counts: dict[str, int] = {}

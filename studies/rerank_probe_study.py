@@ -26,6 +26,10 @@ from ragattn.lab import rerank_probe as rp
 from ragattn.lab.feature_store import default_root
 from ragattn.lab.rerank_card import DEPTH_HELP, store_depth
 from ragattn.proxy import load_proxy
+from ragattn.settings import Settings
+
+CACHE_DIR = Settings.from_env().cache_dir
+"""RAGATTN_CACHE_DIR, read here at the edge: where the lab keeps its lists and features."""
 
 
 def catalogue(names: list[str]) -> list[rp.Learner]:
@@ -104,11 +108,14 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     proxy = load_proxy(args.proxy, threads=args.threads)
-    store = rf.store_for(default_root(), proxy, layers=store_depth(args.depth, proxy))
+    store = rf.store_for(default_root(CACHE_DIR), proxy, layers=store_depth(args.depth, proxy))
     print("cpu capability:", torch.backends.cpu.get_cpu_capability(), flush=True)
     started = time.perf_counter()
     train_lists = rl.cached_lists(
-        "train-128", lambda: rl.round_robin(args.data, proxy.tokenizer), tokenizer=proxy.name
+        "train-128",
+        lambda: rl.round_robin(args.data, proxy.tokenizer),
+        tokenizer=proxy.name,
+        cache_dir=CACHE_DIR,
     )[: args.limit]
 
     stored = sum(1 for _ in store.folder.rglob("*.npz"))
@@ -132,6 +139,7 @@ def main() -> None:
                     "msmarco-128",
                     lambda: list(rl.source_lists("msmarco-train", args.data, proxy.tokenizer)),
                     tokenizer=proxy.name,
+                    cache_dir=CACHE_DIR,
                 ),
                 cached_only=True,
                 progress=False,
@@ -150,6 +158,7 @@ def main() -> None:
                         "dev-top20-128",
                         lambda: rl.dev_lists(args.data, proxy.tokenizer),
                         tokenizer=proxy.name,
+                        cache_dir=CACHE_DIR,
                     ),
                     cached_only=True,
                     progress=False,

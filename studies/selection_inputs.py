@@ -45,7 +45,11 @@ from ragattn.lab.selection_training import recall_at_budget, scored_questions
 from ragattn.lexical import sigmoid
 from ragattn.proxy import load_proxy
 from ragattn.sentence_attention import Unit, unit_widths
+from ragattn.settings import Settings
 from ragattn.types import Document
+
+CACHE_DIR = Settings.from_env().cache_dir
+"""RAGATTN_CACHE_DIR, read here at the edge: where the lab keeps its lists and features."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +86,7 @@ def namer_z(documents: Sequence[Document], units: Sequence[Unit], doc_z: np.ndar
 
 def build(threads: int, limit: int | None) -> list[Row]:
     proxy = load_proxy("smollm2-135m", threads=threads)
-    store = FeatureStore(default_root(), proxy)
+    store = FeatureStore(default_root(CACHE_DIR), proxy)
     folder = packaged_models_dir()
     slug = proxy_slug(proxy)
     sentence_probe = Probe.load(probe_path(folder, proxy.name, "sentinel"))
