@@ -145,9 +145,9 @@ class _CountingChecker(LimitChecker):
         super().__init__(_Words(), Limits(max_query_tokens=4))
         self.query_checks = 0
 
-    def check_query(self, query: str, *, what: str = "query") -> int:
+    def check_query(self, query: str, *, what: str = "query", prechecked: bool = False) -> int:
         self.query_checks += 1
-        return super().check_query(query, what=what)
+        return super().check_query(query, what=what, prechecked=prechecked)
 
 
 class _Index:
