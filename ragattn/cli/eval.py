@@ -301,6 +301,11 @@ def eval_context(
     min_room: float = typer.Option(
         2.0, help="With --cascade: attention reads at least this many times the budget's tokens."
     ),
+    titles: bool = typer.Option(
+        True,
+        help="Give the candidates with their titles (--titles) or as plain strings "
+        "(--no-titles: what Cohere-style string documents and most adapters send).",
+    ),
 ) -> None:
     """Evidence recall, answer kept, passages touched, tokens and seconds per question of the
     one-read default and of pipelines given exactly its tokens (docs/context-eval.md)."""
@@ -317,7 +322,9 @@ def eval_context(
         raise typer.BadParameter(f"unknown systems {unknown}; valid: {', '.join(ctx.SYSTEMS)}")
     try:
         budgets = [ctx.parse_budget(b) for b in budget]
-        questions = ctx.load_context_set(dataset, data_dir, offset=offset, limit=limit)
+        questions = ctx.load_context_set(
+            dataset, data_dir, offset=offset, limit=limit, titles=titles
+        )
     except InvalidInputError as exc:
         raise typer.BadParameter(str(exc)) from exc
     if not questions:
@@ -332,11 +339,14 @@ def eval_context(
             raise typer.BadParameter(str(exc)) from exc
     loaded = load_proxy(proxy, threads=threads, dtype=dtype)
     systems = ContextSystems.from_proxy(loaded, cascade=read)
+    # plain strings are another set: named apart in the report and the outcome cache
+    label = dataset if titles else f"{dataset}:plain"
     cache = None
     if cache_dir is not None:
-        cache = OutcomeCache(cache_dir, dataset, systems.fingerprint())
-    report = evaluate_context(dataset, questions, systems, budgets, names, cache=cache)
+        cache = OutcomeCache(cache_dir, label, systems.fingerprint())
+    report = evaluate_context(label, questions, systems, budgets, names, cache=cache)
     first = f", from question {offset}" if offset else ""
-    typer.echo(f"{dataset}{first}\n" + report.to_markdown())
+    given = "" if titles else ", candidates as plain strings (no titles)"
+    typer.echo(f"{dataset}{first}{given}\n" + report.to_markdown())
     if out:
         out.write_text(json.dumps(report.to_dict(), indent=2))

@@ -89,12 +89,15 @@ class ContextQuestion:
         object.__setattr__(self, "units", units)
 
     @classmethod
-    def from_example(cls, example: ds.QAExample) -> ContextQuestion:
+    def from_example(cls, example: ds.QAExample, *, titles: bool = True) -> ContextQuestion:
+        """The question of ``example``; ``titles=False`` gives its candidates as plain strings
+        (no title: what Cohere-style string documents and most framework adapters send)."""
         return cls(
             qid=example.qid,
             query=example.question,
             candidates=tuple(
-                Document(text=p.text, title=p.title or None) for p in example.passages
+                Document(text=p.text, title=(p.title or None) if titles else None)
+                for p in example.passages
             ),
             gold=tuple(tuple(p.sentence(i) for i in p.supporting) for p in example.passages),
             answers=example.answers,
@@ -142,9 +145,15 @@ top-20 abstracts, SQuAD's first 1,000 answerable questions over their article's 
 
 
 def load_context_set(
-    name: str, data_dir: Path, *, offset: int = 0, limit: int | None = None
+    name: str,
+    data_dir: Path,
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+    titles: bool = True,
 ) -> tuple[ContextQuestion, ...]:
-    """Questions ``offset`` to ``offset + limit`` of a set (default: its evaluation slice).
+    """Questions ``offset`` to ``offset + limit`` of a set (default: its evaluation slice);
+    ``titles=False``: the candidates as plain strings, without their titles.
 
     Raises:
         InvalidInputError: an unknown set, or a slice that reaches training questions.
@@ -163,7 +172,7 @@ def load_context_set(
             )
         end = spec.end if end is None else min(end, spec.end)
     examples = spec.load(data_dir / spec.path, end)[offset:]
-    return tuple(ContextQuestion.from_example(ex) for ex in examples)
+    return tuple(ContextQuestion.from_example(ex, titles=titles) for ex in examples)
 
 
 def parse_budget(text: str) -> Budget:

@@ -309,3 +309,13 @@ def test_the_forward_memo_shares_a_forward_and_charges_its_seconds_again() -> No
     assert scorer.calls == 3
     scorer.score("q", docs, [(0, 0, 4)])
     assert scorer.calls == 4
+
+
+def test_no_titles_gives_the_same_candidates_as_plain_strings(data_dir: Path) -> None:
+    titled = ctx.load_context_set("hotpotqa", data_dir, limit=2)
+    plain = ctx.load_context_set("hotpotqa", data_dir, limit=2, titles=False)
+    assert all(d.title for q in titled for d in q.candidates)
+    for t, p in zip(titled, plain, strict=True):
+        assert [d.text for d in p.candidates] == [d.text for d in t.candidates]
+        assert all(d.title is None for d in p.candidates)
+        assert p.gold == t.gold and p.answers == t.answers and p.units == t.units
