@@ -301,6 +301,13 @@ def eval_context(
     min_room: float = typer.Option(
         2.0, help="With --cascade: attention reads at least this many times the budget's tokens."
     ),
+    pool: int | None = typer.Option(
+        None,
+        min=2,
+        help="Pad each question's candidates to N with the paragraphs of the questions after it "
+        "(distractors, no gold), shuffled in a fixed order: the production shape of 50-100 "
+        "candidates.",
+    ),
     titles: bool = typer.Option(
         True,
         help="Give the candidates with their titles (--titles) or as plain strings "
@@ -323,7 +330,7 @@ def eval_context(
     try:
         budgets = [ctx.parse_budget(b) for b in budget]
         questions = ctx.load_context_set(
-            dataset, data_dir, offset=offset, limit=limit, titles=titles
+            dataset, data_dir, offset=offset, limit=limit, titles=titles, pool=pool
         )
     except InvalidInputError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -339,14 +346,16 @@ def eval_context(
             raise typer.BadParameter(str(exc)) from exc
     loaded = load_proxy(proxy, threads=threads, dtype=dtype)
     systems = ContextSystems.from_proxy(loaded, cascade=read)
-    # plain strings are another set: named apart in the report and the outcome cache
-    label = dataset if titles else f"{dataset}:plain"
+    # plain strings and pools are other sets: named apart in the report and the outcome cache
+    label = dataset + ("" if titles else ":plain") + (f":pool{pool}" if pool else "")
     cache = None
     if cache_dir is not None:
         cache = OutcomeCache(cache_dir, label, systems.fingerprint())
     report = evaluate_context(label, questions, systems, budgets, names, cache=cache)
     first = f", from question {offset}" if offset else ""
-    given = "" if titles else ", candidates as plain strings (no titles)"
+    given = ("" if titles else ", candidates as plain strings (no titles)") + (
+        f", pooled to {pool} candidates" if pool else ""
+    )
     typer.echo(f"{dataset}{first}{given}\n" + report.to_markdown())
     if out:
         out.write_text(json.dumps(report.to_dict(), indent=2))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ragattn.compress.links import title_pattern
+from ragattn.compress.links import link_pattern
 from ragattn.document_probe import document_cosines
 from ragattn.errors import InvalidInputError
 from ragattn.lexical import bm25_scores
@@ -71,14 +71,15 @@ def named_documents(
     units: Sequence[Unit],
     read: Sequence[int] | np.ndarray,
 ) -> set[int]:
-    """The documents whose title (:func:`ragattn.compress.links.title_pattern`) the query names,
-    or a ``read`` unit of another document names: the second paragraphs of a multi-hop question,
+    """The documents whose name (:func:`ragattn.compress.links.link_name`: the title, or for a
+    plain string the name it gives itself) the query names, or a ``read`` unit of another
+    document names: the second paragraphs of a multi-hop question,
     which the title links of the document-aware selection lift, and which a first pass that reads
     words alone ranks low."""
     texts = {int(i): documents[units[i].doc].text[units[i].start : units[i].end] for i in read}
     named = set()
     for d, doc in enumerate(documents):
-        pattern = title_pattern(doc.title)
+        pattern = link_pattern(doc)
         if pattern is None:
             continue
         if pattern.search(query) or any(
@@ -113,6 +114,78 @@ def keep_linked(
     return keep_by_tokens(order, costs, keep)
 
 
+def precut_units(
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    costs: Sequence[int],
+    precut: float | None,
+    share: float,
+) -> np.ndarray | None:
+    """The units (ascending) of the documents a ``lexical`` first pass scores under a
+    :attr:`Cascade.precut`, or None when it scores every unit: documents the query names
+    (:func:`ragattn.compress.links.link_pattern`) first, then by MiniLM's cosine of the whole
+    document (:func:`ragattn.document_probe.document_cosines`, the pass the ranking reads), whole
+    documents until they hold ``precut`` times the tokens attention reads (``share`` of the
+    context)."""
+    total = float(sum(costs))
+    if precut is None or precut * share * total >= total:
+        return None
+    per_doc = np.zeros(len(documents))
+    for u, c in zip(units, costs, strict=True):
+        per_doc[u.doc] += c
+    patterns = [link_pattern(d) for d in documents]
+    named = np.asarray([1.0 if p is not None and p.search(query) else 0.0 for p in patterns])
+    cosines = document_cosines(query, documents)
+    order = np.lexsort((np.arange(len(documents)), -cosines, -named))
+    target = precut * share * total
+    chosen: set[int] = set()
+    held = 0.0
+    for d in order:
+        if chosen and held >= target:
+            break
+        chosen.add(int(d))
+        held += per_doc[d]
+    return np.asarray([i for i, u in enumerate(units) if u.doc in chosen], dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cut:
+    """What a :class:`Cascade` lets attention read.
+
+    Attributes:
+        read: the units attention reads (ascending indices).
+        first: the first pass's score of every unit (higher is better; -inf for a unit the
+            :attr:`Cascade.precut` left unscored).
+        fill: the :attr:`Cascade.ceiling` left attention less than its room for the budget, so
+            the unread units fill the rest of it after every read one, in ``first``'s order.
+    """
+
+    read: np.ndarray
+    first: np.ndarray
+    fill: bool = False
+
+    def fill_scores(self, read_scores: np.ndarray) -> np.ndarray:
+        """Every unit's keep score: ``read_scores`` (in [0, 1], one per :attr:`read` unit) where
+        attention read, and for the unread ones 0, or with :attr:`fill` a score below every read
+        unit's in the first pass's order (still >= 0)."""
+        scores = np.zeros(len(self.first))
+        scores[self.read] = read_scores
+        if not self.fill:
+            return scores
+        unread = np.setdiff1d(np.arange(len(self.first)), self.read)
+        if not len(unread):
+            return scores
+        floor = float(np.min(read_scores)) if len(read_scores) else 1.0
+        if floor <= 0.0:
+            return scores  # nothing below a read unit's 0 that stays >= 0
+        order = sorted(unread.tolist(), key=lambda i: (-self.first[i], i))
+        step = floor / (len(order) + 1)
+        for rank, i in enumerate(order):
+            scores[i] = floor - step * (rank + 1)
+        return scores
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cascade:
     """When and how much a long context is cut before attention reads it.
@@ -131,6 +204,15 @@ class Cascade:
             never fewer than ``min_room`` times the budget's tokens: the forward's cost grows with
             the tokens it reads, so a cap makes the read of 10-50 candidates cost about the same
             as the read of a few, while attention still chooses among several times what it keeps.
+        ceiling: attention never reads more than this many proxy tokens, whatever the budget
+            (None: no ceiling). A budget whose room (``min_room`` times its tokens) is above the
+            ceiling is filled past what attention read: the unread sentences follow every read
+            one, in the first pass's order (:attr:`Cut.fill`), and the result's warnings say so.
+        precut: the ``lexical`` first pass scores only the sentences of the documents MiniLM
+            ranks best (the documents the query names first), whole documents until they hold
+            ``precut`` times the tokens attention reads (None: every sentence). MiniLM's cosine of
+            each whole document is computed once for the ranking anyway; embedding every
+            sentence of 100 candidates is what made the read cost grow with them.
     """
 
     min_tokens: int = 1024
@@ -139,6 +221,8 @@ class Cascade:
     min_room: float = 2.0
     links: bool = False
     max_read: int | None = None
+    ceiling: int | None = None
+    precut: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep <= 1.0:
@@ -159,18 +243,41 @@ class Cascade:
             raise InvalidInputError(
                 f"cascade max_read must be a positive number of tokens, got {self.max_read!r}"
             )
+        if self.ceiling is not None and (
+            not isinstance(self.ceiling, int) or isinstance(self.ceiling, bool) or self.ceiling < 1
+        ):
+            raise InvalidInputError(
+                f"cascade ceiling must be a positive number of tokens, got {self.ceiling!r}"
+            )
+        if self.precut is not None and not (
+            isinstance(self.precut, int | float) and 1.0 <= self.precut < float("inf")
+        ):
+            raise InvalidInputError(f"cascade precut must be a number >= 1, got {self.precut!r}")
 
     @classmethod
     def parse(cls, spec: str, *, min_tokens: int = 1024, min_room: float = 2.0) -> Cascade:
         """A cascade from ``"KEEP:SCORER"`` (e.g. ``"0.8:lexical"``; the scorer defaults to
         ``lexical``; a ``+links`` suffix, ``"0.8:lexical+links"``, sets :attr:`links`; a
-        ``@N`` suffix, ``"0.8:lexical+links@768"``, sets :attr:`max_read`), as the command line
-        gives it.
+        ``@N`` suffix, ``"0.8:lexical+links@768"``, sets :attr:`max_read`; then optionally
+        ``,ceiling=N`` and ``,precut=P``: ``"0.8:lexical+links@1024,ceiling=2048,precut=4"``),
+        as the command line gives it.
 
         Raises:
-            InvalidInputError: a keep that is not a number in (0, 1], an unknown scorer, or a cap
-                that is not a positive integer.
+            InvalidInputError: a keep that is not a number in (0, 1], an unknown scorer, a cap
+                or ceiling that is not a positive integer, or an unknown option.
         """
+        spec, *options = spec.split(",")
+        extra: dict[str, float | int] = {}
+        for option in options:
+            key, eq, value = option.partition("=")
+            if not eq or key not in ("ceiling", "precut"):
+                raise InvalidInputError(
+                    f"cascade option {option!r}: the options are ceiling=N and precut=P"
+                )
+            try:
+                extra[key] = int(value) if key == "ceiling" else float(value)
+            except ValueError:
+                raise InvalidInputError(f"cascade option {option!r} needs a number") from None
         spec_only, at, cap = spec.partition("@")
         max_read = None
         if at:
@@ -193,29 +300,47 @@ class Cascade:
             links=bool(plus),
             min_room=min_room,
             max_read=max_read,
+            ceiling=int(extra["ceiling"]) if "ceiling" in extra else None,
+            precut=float(extra["precut"]) if "precut" in extra else None,
         )
 
     @property
     def name(self) -> str:
         """The cascade as :meth:`parse` reads it (``"0.8:lexical"``, ``"0.8:lexical+links"``,
-        ``"0.8:lexical+links@768"``)."""
+        ``"0.8:lexical+links@1024,ceiling=2048,precut=4"``)."""
         cap = f"@{self.max_read}" if self.max_read is not None else ""
-        return f"{self.keep:g}:{self.scorer}" + ("+links" if self.links else "") + cap
+        ceiling = f",ceiling={self.ceiling}" if self.ceiling is not None else ""
+        precut = f",precut={self.precut:g}" if self.precut is not None else ""
+        links = "+links" if self.links else ""
+        return f"{self.keep:g}:{self.scorer}{links}{cap}{ceiling}{precut}"
 
     def read_share(self, context_tokens: int, budget_tokens: int | None) -> float | None:
         """The share of a context of ``context_tokens`` (proxy tokens) that attention reads
         when it is compressed to ``budget_tokens`` (None: no token limit), or None when the
-        cascade does not cut it: too short, no token limit, or nothing left to cut once
-        attention keeps its room (``min_room`` times the budget)."""
-        if context_tokens < self.min_tokens or budget_tokens is None or context_tokens <= 0:
+        cascade does not cut it: too short, or nothing left to cut once attention keeps its room
+        (``min_room`` times the budget). The :attr:`ceiling` bounds the read for every budget,
+        a score threshold (no token limit) included."""
+        if context_tokens <= 0 or context_tokens < self.min_tokens:
             return None
-        read = self.keep * context_tokens
-        room = self.min_room * budget_tokens
-        if read < room:
-            return None
-        if self.max_read is not None:
-            read = min(read, max(float(self.max_read), room))
+        read = float(context_tokens)
+        if budget_tokens is not None:
+            room = self.min_room * budget_tokens
+            if self.keep * context_tokens >= room:
+                read = self.keep * context_tokens
+                if self.max_read is not None:
+                    read = min(read, max(float(self.max_read), room))
+        if self.ceiling is not None:
+            read = min(read, float(self.ceiling))
         return read / context_tokens if read < context_tokens else None
+
+    def fills(self, context_tokens: int, budget_tokens: int | None) -> bool:
+        """Whether the :attr:`ceiling` leaves attention less than its room for this budget, so
+        that the unread sentences fill the rest of it in the first pass's order."""
+        if self.ceiling is None or context_tokens <= self.ceiling:
+            return False
+        if budget_tokens is None:
+            return False
+        return self.min_room * budget_tokens > self.ceiling
 
     def cut(
         self,
@@ -226,10 +351,10 @@ class Cascade:
         *,
         tokenizer: Any,
         lexical: Callable[[], UnitScorer],
-    ) -> np.ndarray | None:
-        """The units attention reads when this cascade cuts a call (ascending indices), or None
-        when the whole context is read. Sizes are counted in ``tokenizer`` (the proxy's);
-        ``lexical`` gives the ``lexical`` probe's scorer (loaded on first use)."""
+    ) -> Cut | None:
+        """What attention reads when this cascade cuts a call, or None when the whole context is
+        read. Sizes are counted in ``tokenizer`` (the proxy's); ``lexical`` gives the ``lexical``
+        probe's scorer (loaded on first use)."""
         if len(units) < 2:
             return None
         if self.scorer == "documents" and len({u.doc for u in units}) < 2:
@@ -237,7 +362,8 @@ class Cascade:
         texts = [docs[u.doc].text[u.start : u.end] for u in units]
         costs = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
         total = sum(costs)
-        share = self.read_share(total, budget.token_limit(total))
+        limit = budget.token_limit(total)
+        share = self.read_share(total, limit)
         if share is None:
             return None
         if self.scorer == "bm25":
@@ -245,12 +371,32 @@ class Cascade:
         elif self.scorer == "documents":
             first = unit_cosines(query, docs, units)
         else:
-            first = lexical().score(query, docs, units)[0]
+            first = self._lexical_first(query, docs, units, costs, share, lexical)
         if self.links:
             read = keep_linked(query, docs, units, first, costs, share)
         else:
             read = keep_by_tokens(first, costs, share)
-        return read if len(read) < len(units) else None
+        if len(read) >= len(units):
+            return None
+        return Cut(read=read, first=first, fill=self.fills(total, limit))
+
+    def _lexical_first(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        costs: Sequence[int],
+        share: float,
+        lexical: Callable[[], UnitScorer],
+    ) -> np.ndarray:
+        """The ``lexical`` probe's scores, over the sentences of the :attr:`precut` documents
+        only when it applies (the others score -inf: never read, filled last)."""
+        sentences = precut_units(query, docs, units, costs, self.precut, share)
+        if sentences is None:
+            return np.asarray(lexical().score(query, docs, units)[0], dtype=np.float64)
+        first = np.full(len(units), -np.inf)
+        first[sentences] = lexical().score(query, docs, [units[i] for i in sentences])[0]
+        return first
 
     def applies(self, context_tokens: int, budget_tokens: int | None) -> bool:
         """Whether a context of ``context_tokens`` compressed to ``budget_tokens`` (None: no
@@ -276,8 +422,10 @@ __all__ = [
     "SCORERS",
     "Cascade",
     "CascadeScorer",
+    "Cut",
     "keep_by_tokens",
     "keep_linked",
     "named_documents",
+    "precut_units",
     "unit_cosines",
 ]

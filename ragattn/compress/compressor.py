@@ -319,11 +319,11 @@ class Compressor(
         if cut is None:
             read_docs, read_units, doc_map = list(docs), list(units), list(range(len(docs)))
         else:
-            read_docs, read_units = reduced(docs, units, cut)
-            doc_map = sorted({units[i].doc for i in cut})
+            read_docs, read_units = reduced(docs, units, cut.read)
+            doc_map = sorted({units[i].doc for i in cut.read})
             if self._document_probe() is not None:
                 # the whole documents' cosines: one MiniLM pass serves the weighting, the
-                # ranking and a ``documents`` cascade alike (the encoder's LRU holds them)
+                # ranking, the precut and a ``documents`` cascade alike (the encoder's LRU)
                 cosines = document_cosines(query, docs)
         scores, chunks, feats = self._selection_scores(
             query,
@@ -334,12 +334,16 @@ class Compressor(
         )
         notes: tuple[str, ...] = ()
         if cut is not None and self.cascade is not None:  # a cut implies a cascade
-            full = np.zeros(len(units))
-            full[cut] = scores
-            scores = full
+            scores = cut.fill_scores(scores)
             notes = (
-                f"the cascade ({self.cascade.name}) let attention read {len(cut)} of "
-                f"{len(units)} sentences; the {len(units) - len(cut)} it dropped score 0",
+                f"the cascade ({self.cascade.name}) let attention read {len(cut.read)} of "
+                f"{len(units)} sentences; the {len(units) - len(cut.read)} it dropped score "
+                + (
+                    "below every read sentence, in its first pass's order (the budget is "
+                    f"above what attention reads, at most {self.cascade.ceiling} proxy tokens)"
+                    if cut.fill
+                    else "0"
+                ),
             )
         ranking = None
         if rank:

@@ -16,8 +16,16 @@ plain text matches and cost nothing next to the forward:
 
 A title is matched case-insensitively as whole words, without a trailing parenthesised
 disambiguation ("The Blue Bird (1940 film)" is matched as "the blue bird"); titles shorter than
-:data:`MIN_TITLE_CHARS` characters are not matched. Documents without titles get 0.0 in both
-columns, so a call without titles is ranked by the other inputs alone.
+:data:`MIN_TITLE_CHARS` characters are not matched.
+
+**Names where none are given.** Most callers send plain strings (Cohere-style documents, framework
+documents whose title sits in metadata). A passage without a title is linked by the name it gives
+itself (:func:`link_name`): a Markdown heading on its first line, else the subject its first
+sentence names when that subject is a proper name ("Walter Lang (August 10, 1895 – ...) was an
+American film director" names "Walter Lang"). A passage that names nothing (its first sentence
+opens with a common word, or its script has no capitals) gets 0.0 in both columns, as before. A
+given title always wins, so titled inputs are linked exactly as before. Chosen by the rule in
+BENCHMARKS.md §0, "Names where none are given".
 """
 
 from __future__ import annotations
@@ -34,6 +42,25 @@ LINK_COLUMNS: tuple[str, ...] = ("query_names_title", "named_by_sentence")
 """The link inputs of the document-aware selection, in the order :func:`link_inputs` returns."""
 MIN_TITLE_CHARS = 3
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
+_HEADING = re.compile(r"\A\s*#{1,6}[ \t]+(?P<name>[^\n]+?)[ \t#]*(?:\n|\Z)")
+# The subject a first sentence names: the words before the verb or the bracket that follows a name
+# ("X (born 1950) is ...", "X is ...", "X, born ...", "X was ...").
+_SUBJECT = re.compile(
+    r"\A\s*(?P<name>[^\s(,;:]+(?:[ \t]+[^\s(,;:]+){0,5}?)"
+    r"(?=[ \t]*\(|[ \t]*,|[ \t]+(?:is|was|are|were|has|had|may|refers|became)\b)"
+)
+MAX_NAME_WORDS = 6
+"""A derived name has at most this many words (a subject longer than that is a phrase)."""
+_CONNECTORS = frozenset(
+    {"of", "the", "and", "de", "la", "le", "du", "von", "van", "der", "den", "di", "da", "del"}
+    | {"y", "&", "for", "in", "on", "at", "to", "a", "an", "from", "'s"}
+)
+_NOT_NAMES = frozenset(
+    {"a", "an", "it", "its", "this", "that", "these", "those", "he", "she", "they", "we", "you"}
+    | {"his", "her", "their", "our", "there", "here", "in", "on", "at", "as", "after", "before"}
+    | {"during", "since", "when", "while", "if", "although"}
+)
+_QUOTES = "\"'“”‘’«»"
 
 
 def title_pattern(title: str | None) -> re.Pattern[str] | None:
@@ -48,6 +75,48 @@ def title_pattern(title: str | None) -> re.Pattern[str] | None:
     return re.compile(rf"(?<!\w){words}(?!\w)", re.IGNORECASE)
 
 
+def link_name(document: Document) -> str | None:
+    """The name a document is linked by: its title when it has one, else the name its text gives
+    itself (a Markdown heading on the first line, else a proper-name subject of the first
+    sentence: capitalised words, joined at most by a few connectors such as "of" or "de"), or
+    None."""
+    if document.title:
+        return document.title
+    text = document.text
+    heading = _HEADING.match(text)
+    if heading:
+        return heading.group("name").strip()
+    subject = _SUBJECT.match(text[:200].lstrip().lstrip(_QUOTES))
+    if subject is None:
+        return None
+    words = subject.group("name").strip(_QUOTES).split()
+    if not words or len(words) > MAX_NAME_WORDS or words[0].lower() in _NOT_NAMES:
+        return None
+    if not all(w[:1].isupper() or w[:1].isdigit() or w.lower() in _CONNECTORS for w in words):
+        return None
+    if not any(w[:1].isupper() and w.lower() not in _CONNECTORS for w in words):
+        return None
+    return " ".join(words)
+
+
+def link_pattern(document: Document) -> re.Pattern[str] | None:
+    """The pattern a document's name is found by (:func:`title_pattern` of :func:`link_name`);
+    a derived name of three or more capitalised words (a person's full name, "Richard Milhous
+    Nixon") is also found by its first and last word ("Richard Nixon"), as other passages call
+    people."""
+    name = link_name(document)
+    full = title_pattern(name)
+    if full is None or document.title or name is None:
+        return full
+    words = name.split()
+    if len(words) < 3 or not all(w[:1].isupper() for w in words):
+        return full
+    short = title_pattern(f"{words[0]} {words[-1]}")
+    if short is None:
+        return full
+    return re.compile(f"{full.pattern}|{short.pattern}", re.IGNORECASE)
+
+
 def link_inputs(
     query: str,
     documents: Sequence[Document],
@@ -58,7 +127,7 @@ def link_inputs(
 
     Args:
         query: the call's query.
-        documents: the call's documents (their ``title`` is what is matched).
+        documents: the call's documents (their :func:`link_name` is what is matched).
         units: the sentences, each with its document index and character span.
         probabilities: the sentence probe's keep probability of each unit, in [0, 1].
     """
@@ -68,7 +137,7 @@ def link_inputs(
     texts = [documents[u.doc].text[u.start : u.end] for u in units]
     probs = np.asarray(probabilities, dtype=np.float64)
     for d, doc in enumerate(documents):
-        pattern = title_pattern(doc.title)
+        pattern = link_pattern(doc)
         if pattern is None:
             continue
         in_query[d] = 1.0 if pattern.search(query) else 0.0
@@ -81,4 +150,12 @@ def link_inputs(
     return np.stack([in_query[docs], named[docs]], axis=1)
 
 
-__all__ = ["LINK_COLUMNS", "MIN_TITLE_CHARS", "link_inputs", "title_pattern"]
+__all__ = [
+    "LINK_COLUMNS",
+    "MAX_NAME_WORDS",
+    "MIN_TITLE_CHARS",
+    "link_inputs",
+    "link_name",
+    "link_pattern",
+    "title_pattern",
+]

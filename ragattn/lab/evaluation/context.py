@@ -25,6 +25,7 @@ This module holds the sets, the budgets and the scoring of a kept context; the s
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,9 +152,11 @@ def load_context_set(
     offset: int = 0,
     limit: int | None = None,
     titles: bool = True,
+    pool: int | None = None,
 ) -> tuple[ContextQuestion, ...]:
     """Questions ``offset`` to ``offset + limit`` of a set (default: its evaluation slice);
-    ``titles=False``: the candidates as plain strings, without their titles.
+    ``titles=False``: the candidates as plain strings, without their titles; ``pool``: each
+    question's candidates padded to that many (:func:`pooled`).
 
     Raises:
         InvalidInputError: an unknown set, or a slice that reaches training questions.
@@ -172,7 +175,51 @@ def load_context_set(
             )
         end = spec.end if end is None else min(end, spec.end)
     examples = spec.load(data_dir / spec.path, end)[offset:]
-    return tuple(ContextQuestion.from_example(ex, titles=titles) for ex in examples)
+    questions = tuple(ContextQuestion.from_example(ex, titles=titles) for ex in examples)
+    return questions if pool is None else pooled(questions, pool)
+
+
+def pooled(questions: Sequence[ContextQuestion], size: int) -> tuple[ContextQuestion, ...]:
+    """Each question with its candidates padded to ``size`` by the candidates of the questions
+    after it (wrapping around; a text it already has is skipped), the production shape of a
+    reranker's input: 50-100 candidates, most of them a first stage's distractors. The padding
+    carries no gold. The candidates are then shuffled in a fixed order (seeded by the question
+    id), so neither the question's own candidates nor the padding come first; the
+    ``first-stage`` system's order means nothing on a pooled set.
+
+    Raises:
+        InvalidInputError: a size below 2, or more candidates than the questions hold.
+    """
+    if size < 2:
+        raise InvalidInputError(f"a pool of {size} candidates: give at least 2")
+    out = []
+    for k, q in enumerate(questions):
+        docs, gold = list(q.candidates), list(q.gold)
+        texts = {d.text for d in docs}
+        for other in (*questions[k + 1 :], *questions[:k]):
+            for d in other.candidates:
+                if len(docs) >= size:
+                    break
+                if d.text not in texts:
+                    docs.append(d)
+                    gold.append(())
+                    texts.add(d.text)
+        if len(docs) < size:
+            raise InvalidInputError(
+                f"{q.qid}: only {len(docs)} distinct candidates for a pool of {size}"
+            )
+        order = list(range(len(docs)))
+        random.Random(q.qid).shuffle(order)
+        out.append(
+            ContextQuestion(
+                qid=q.qid,
+                query=q.query,
+                candidates=tuple(docs[i] for i in order[:size]),
+                gold=tuple(gold[i] for i in order[:size]),
+                answers=q.answers,
+            )
+        )
+    return tuple(out)
 
 
 def parse_budget(text: str) -> Budget:

@@ -178,8 +178,12 @@ def test_named_documents_are_those_the_query_or_a_read_sentence_names_by_title()
     assert named_documents("Who wrote it?", docs, units, [1]) == {1}
     # A document naming itself is no link.
     assert named_documents("Who?", docs, units, [2, 3]) == set()
+    # Plain strings are linked by the name their first sentence gives them ("The Blue Bird is
+    # ...", "Walter Lang was ..."); a passage that names nothing ("Cats sleep ...") has no link.
     untitled = [Document(text=d.text) for d in docs]
-    assert named_documents(LINK_QUERY, untitled, units, [0, 1, 2, 3, 4]) == set()
+    assert named_documents(LINK_QUERY, untitled, units, [0, 1]) == {0, 1}
+    nameless = [Document(text="It is " + d.text[0].lower() + d.text[1:]) for d in docs]
+    assert named_documents(LINK_QUERY, nameless, _units(nameless), [0, 1, 2, 3, 4]) == set()
 
 
 def test_keep_linked_keeps_the_named_paragraph_at_the_same_token_share() -> None:
@@ -197,8 +201,11 @@ def test_keep_linked_keeps_the_named_paragraph_at_the_same_token_share() -> None
     docs_only_film = [FILM, Document(text=OTHER.text, title="A play"), DIRECTOR]
     linked = keep_linked(LINK_QUERY, docs_only_film, units, scores, costs, 0.6)
     assert linked.tolist() == [0, 1, 4, 5]  # the film and its director; the play is dropped
-    untitled = [Document(text=d.text) for d in docs]
-    assert keep_linked(LINK_QUERY, untitled, units, scores, costs, 0.6).tolist() == plain.tolist()
+    # As plain strings the same links come from the names the passages give themselves.
+    untitled = [Document(text=d.text) for d in docs_only_film]
+    assert keep_linked(LINK_QUERY, untitled, units, scores, costs, 0.6).tolist() == [0, 1, 2, 3]
+    nameless = [Document(text="It says: " + d.text) for d in docs]
+    assert keep_linked(LINK_QUERY, nameless, units, scores, costs, 0.6).tolist() == plain.tolist()
 
 
 def test_the_documents_scorer_keeps_whole_documents_best_first(proxy: Any) -> None:

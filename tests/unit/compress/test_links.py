@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragattn.compress.links import LINK_COLUMNS, link_inputs, title_pattern
+from ragattn.compress.links import (
+    LINK_COLUMNS,
+    link_inputs,
+    link_name,
+    link_pattern,
+    title_pattern,
+)
 from ragattn.compress.selection import COLUMNS, LINKED_COLUMNS, DocumentWeighting
 from ragattn.errors import ConfigError
 from ragattn.sentence_attention import Unit
@@ -35,7 +41,7 @@ DOCS = [
     Document(
         title="Memphis Belle", text="Memphis Belle is a bomber. The Blue Bird is not a bomber."
     ),
-    Document(text="Walter Lang is named here too, but this document has no title."),
+    Document(text="It names Walter Lang too, but this document has no title or name."),
 ]
 QUERY = "Where was the director of The Blue Bird born?"
 
@@ -67,7 +73,7 @@ def test_links_name_the_query_title_and_the_best_naming_sentence() -> None:
     assert by_doc[1][1] == pytest.approx(max(probs[naming]))
     # The Blue Bird is named by doc 2 (its own sentences do not count).
     assert by_doc[0][1] == pytest.approx(probs[[i for i, u in enumerate(units) if u.doc == 2][1]])
-    assert by_doc[3].tolist() == [0.0, 0.0]  # no title, no links
+    assert by_doc[3].tolist() == [0.0, 0.0]  # no title and no name of its own: no links
     # Every unit of a document carries its document's links.
     for i, u in enumerate(units):
         np.testing.assert_array_equal(links[i], by_doc[u.doc])
@@ -120,3 +126,49 @@ def test_a_linked_weighting_round_trips_and_needs_links(tmp_path: Path) -> None:
         DocumentWeighting(weights=(1.0, 2.0), bias=0.0, columns=COLUMNS)
     with pytest.raises(ConfigError):
         DocumentWeighting(weights=(1.0,) * 4, bias=0.0, columns=COLUMNS + ("x",))
+
+
+@pytest.mark.parametrize(
+    ("text", "title", "name"),
+    [
+        (
+            "Walter Lang (August 10, 1895 - 1972) was an American film director.",
+            None,
+            "Walter Lang",
+        ),
+        ("The Blue Bird is a 1940 fantasy film.", None, "The Blue Bird"),
+        ('"Deliver Us from Evil" is a 2014 horror film.', None, "Deliver Us from Evil"),
+        ("# Eiffel Tower\n\nThe tower was completed in 1889.", None, "Eiffel Tower"),
+        ("Paris, the capital of France, is large.", None, "Paris"),
+        ("Walter Lang was a director.", "Lang (director)", "Lang (director)"),  # a title wins
+        ("It was directed by Walter Lang.", None, None),  # a pronoun names nothing
+        ("Management consulting is a practice.", None, None),  # a common noun phrase
+        ("The film was released in 1940.", None, None),
+        ("巴黎是法国的首都。", None, None),  # no capitals: no subject found
+        ("A B C D E F G H is long.", None, None),  # more than MAX_NAME_WORDS words
+    ],
+)
+def test_a_passage_without_a_title_is_named_by_its_heading_or_its_subject(
+    text: str, title: str | None, name: str | None
+) -> None:
+    assert link_name(Document(text=text, title=title)) == name
+
+
+def test_a_derived_full_name_is_also_found_by_its_first_and_last_word() -> None:
+    pattern = link_pattern(Document(text="Richard Milhous Nixon (1913 - 1994) was a president."))
+    assert pattern is not None
+    assert pattern.search("He served under Richard Nixon.")
+    assert pattern.search("richard milhous nixon")
+    assert not pattern.search("Nixon alone")
+    titled = link_pattern(Document(text="Richard Milhous Nixon was.", title="Richard M. Nixon"))
+    assert titled is not None and not titled.search("Richard Nixon")  # a title is taken as given
+
+
+def test_plain_strings_get_the_links_their_names_give() -> None:
+    plain = [Document(text=d.text) for d in DOCS]
+    units = [Unit(0, 0, 25), Unit(0, 26, 56), Unit(1, 0, 32), Unit(2, 0, 26), Unit(3, 0, 10)]
+    probs = np.array([0.9, 0.8, 0.3, 0.6, 0.5])
+    titled = link_inputs(QUERY, DOCS, units, probs)
+    linked = link_inputs(QUERY, plain, units, probs)
+    # "The Blue Bird is ..." and "Walter Lang was ..." name themselves as their titles do
+    assert linked[:3].tolist() == titled[:3].tolist()

@@ -319,3 +319,18 @@ def test_no_titles_gives_the_same_candidates_as_plain_strings(data_dir: Path) ->
         assert [d.text for d in p.candidates] == [d.text for d in t.candidates]
         assert all(d.title is None for d in p.candidates)
         assert p.gold == t.gold and p.answers == t.answers and p.units == t.units
+
+
+def test_a_pool_pads_each_question_with_other_questions_paragraphs(data_dir: Path) -> None:
+    own = ctx.load_context_set("hotpotqa", data_dir, limit=6)
+    pooled = ctx.load_context_set("hotpotqa", data_dir, limit=6, pool=30)
+    for q, p in zip(own, pooled, strict=True):
+        assert len(p.candidates) == 30 and len({d.text for d in p.candidates}) == 30
+        by_text = dict(zip((d.text for d in p.candidates), p.gold, strict=True))
+        # every own candidate is there with its gold; the padding carries none
+        assert all(by_text[d.text] == g for d, g in zip(q.candidates, q.gold, strict=True))
+        assert sum(1 for g in p.gold if g) == sum(1 for g in q.gold if g)
+        assert [d.text for d in p.candidates[:10]] != [d.text for d in q.candidates]
+    assert ctx.load_context_set("hotpotqa", data_dir, limit=6, pool=30) == pooled  # fixed order
+    with pytest.raises(InvalidInputError, match="only 60 distinct candidates"):
+        ctx.load_context_set("hotpotqa", data_dir, limit=6, pool=61)
