@@ -6,6 +6,13 @@ char spans are unreliable with repeated sentences, so spans are re-aligned here 
 original text with a cursor. Very short fragments ("A.", "1.") are merged into a neighbour.
 Every span is a ``[start, end)`` range of the input with no leading or trailing whitespace, so
 ``text[start:end]`` always reproduces the sentence exactly.
+
+The rules follow the text's language (:data:`LANGUAGES`, pysbd's). ``language="auto"`` (the
+default) reads it from the script: Chinese, Japanese, Arabic (Persian and Urdu by their own
+letters), Devanagari (Hindi), Greek, Armenian, Burmese, Amharic and Cyrillic (Russian) text gets
+its own rules, and Latin-script text English rules, which also serve most Western European text;
+name the language (``"de"``, ``"fr"``, ``"es"``, ...) for its abbreviations and dates
+("3. Mai" is no sentence end in German).
 """
 
 from __future__ import annotations
@@ -17,6 +24,63 @@ from functools import lru_cache
 
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+LANGUAGES: tuple[str, ...] = (
+    "am", "ar", "bg", "da", "de", "el", "en", "es", "fa", "fr", "hi", "hy",
+    "it", "ja", "kk", "mr", "my", "nl", "pl", "ru", "sk", "ur", "zh",
+)  # fmt: skip
+"""The ISO 639-1 codes :func:`split_sentences` has rules for (pysbd's), besides ``"auto"``."""
+AUTO = "auto"
+_SCRIPTS: tuple[tuple[str, str], ...] = (
+    ("\u3040-\u30ff", "ja"),  # kana first: Japanese text also uses Han characters
+    ("\u3400-\u4dbf\u4e00-\u9fff", "zh"),
+    ("\u0600-\u06ff\u0750-\u077f\ufb50-\ufdff\ufe70-\ufeff", "ar"),
+    ("\u0900-\u097f", "hi"),
+    ("\u0370-\u03ff", "el"),
+    ("\u0530-\u058f", "hy"),
+    ("\u1000-\u109f", "my"),
+    ("\u1200-\u137f", "am"),
+    ("\u0400-\u04ff", "ru"),
+)
+_SCRIPT_PATTERNS = tuple((re.compile(f"[{chars}]"), code) for chars, code in _SCRIPTS)
+_URDU = re.compile("[\u0679\u0688\u0691\u06ba\u06be\u06c1\u06d2]")
+_PERSIAN = re.compile("[\u067e\u0686\u0698\u06af\u06cc]")
+_ARABIC_ONLY = re.compile("[\u0629\u0649]")
+_SAMPLE = 2000
+"""Characters of a text :func:`resolve_language` looks at."""
+
+
+def resolve_language(language: str, text: str) -> str:
+    """The pysbd language code ``text`` is split by: ``language`` itself, or for ``"auto"`` the
+    text's script's (the script most of its first characters are written in; English for Latin
+    script or none).
+
+    Raises:
+        ValueError: a language that is neither ``"auto"`` nor in :data:`LANGUAGES`.
+    """
+    if language != AUTO:
+        if language not in LANGUAGES:
+            raise ValueError(f"unknown language {language!r}; valid: auto, {', '.join(LANGUAGES)}")
+        return language
+    sample = text[:_SAMPLE]
+    letters = sum(1 for ch in sample if ch.isalpha())
+    if not letters:
+        return "en"
+    best, count = "en", 0
+    for pattern, code in _SCRIPT_PATTERNS:
+        n = len(pattern.findall(sample))
+        if code == "zh" and best == "ja":
+            continue  # Han characters in Japanese text
+        if n > count:
+            best, count = code, n
+    if count * 4 < letters:  # a few foreign characters in Latin text
+        return "en"
+    if best == "ar" and not _ARABIC_ONLY.search(sample):
+        if _URDU.search(sample):
+            return "ur"
+        if _PERSIAN.search(sample):
+            return "fa"
+    return best
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,20 +160,24 @@ def _is_fragment(text: str, span: tuple[int, int], min_words: int, min_chars: in
 
 
 def split_sentences(
-    text: str, *, language: str = "en", min_words: int = 2, min_chars: int = 8
+    text: str, *, language: str = AUTO, min_words: int = 2, min_chars: int = 8
 ) -> tuple[Sentence, ...]:
     """Split ``text`` into sentences with exact character spans.
 
     Args:
         text: any string; empty or whitespace-only text gives no sentences.
-        language: pysbd language code (``en`` also handles CJK full stops).
+        language: a code of :data:`LANGUAGES`, or ``"auto"`` (default): by the text's script
+            (:func:`resolve_language`).
         min_words: a fragment with fewer words is merged into its neighbour.
         min_chars: a fragment with fewer non-blank characters is merged into its neighbour.
 
     Returns:
         Sentences in text order; they do not overlap and cover every non-blank character.
+
+    Raises:
+        ValueError: an unknown language.
     """
-    return _split_cached(text, language, min_words, min_chars)
+    return _split_cached(text, resolve_language(language, text), min_words, min_chars)
 
 
 @lru_cache(maxsize=4096)

@@ -42,3 +42,42 @@ def test_abbreviations_numbers_and_fragments():
 def test_blank_input_has_no_sentences():
     assert split_sentences("") == ()
     assert split_sentences(" \n\t ") == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("巴黎是法国的首都。埃菲尔铁塔于1889年建成！", "zh"),
+        ("東京は日本の首都です。とても大きい。", "ja"),
+        ("باريس هي عاصمة فرنسا. تم بناء برج إيفل في عام 1889.", "ar"),
+        ("Париж — столица Франции. Эйфелева башня.", "ru"),
+        ("पेरिस फ्रांस की राजधानी है। यह बड़ा है।", "hi"),
+        ("Η Αθήνα είναι η πρωτεύουσα. Είναι μεγάλη.", "el"),
+        ("Paris is the capital. It has the 埃菲尔 tower.", "en"),  # a few foreign characters
+        ("Dr. Müller wohnt in Berlin.", "en"),  # Latin script: English unless named
+        ("", "en"),
+    ],
+)
+def test_auto_reads_the_language_from_the_script(text: str, language: str) -> None:
+    from ragattn.sentences import resolve_language
+
+    assert resolve_language("auto", text) == language
+    assert split_sentences(text) == split_sentences(text, language=language)
+
+
+def test_a_named_language_uses_its_rules() -> None:
+    german = "Er arbeitet seit dem 3. Mai bei der Firma. Das ist gut."
+    assert len(split_sentences(german)) == 3  # English rules end a sentence at "3."
+    spans = split_sentences(german, language="de")
+    assert [german[s.start : s.end] for s in spans] == [
+        "Er arbeitet seit dem 3. Mai bei der Firma.",
+        "Das ist gut.",
+    ]
+    hindi = "पेरिस फ्रांस की राजधानी है। यह बड़ा है।"
+    assert len(split_sentences(hindi, language="en")) == 1  # English rules miss the danda
+    assert len(split_sentences(hindi)) == 2
+
+
+def test_an_unknown_language_is_refused_with_the_valid_ones() -> None:
+    with pytest.raises(ValueError, match="unknown language 'xx'; valid: auto, am, ar"):
+        split_sentences("Some text.", language="xx")

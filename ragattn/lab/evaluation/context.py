@@ -54,6 +54,10 @@ MATCHED = frozenset(SYSTEMS) - {"one-read", "compress"}
 ABSTRACTIVE = frozenset({"yes", "no", "noanswer"})
 """Normalised answers that are no string of the context; they are not scored by answer kept."""
 SCIFACT_TOP_K = 20
+XQUAD_LANGUAGES: tuple[str, ...] = (
+    "ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh",
+)  # fmt: skip
+"""XQuAD's languages (its ``xquad.LANG.json`` files)."""
 METRICS_VERSION = "1"
 """Part of the cache fingerprint: bump it when a metric's definition changes."""
 
@@ -139,10 +143,17 @@ SETS: Mapping[str, ContextSet] = {
         default_limit=SQUAD_EVAL_QUESTIONS,
         end=SQUAD_EVAL_QUESTIONS,
     ),
+    **{
+        f"xquad-{lang}": ContextSet(path=f"xquad/xquad.{lang}.json", load=ds.load_xquad_articles)
+        for lang in XQUAD_LANGUAGES
+    },
 }
 """The shared sets no probe was trained on: HotpotQA dev (distractor, fullwiki), 2Wiki-200
 (questions 200-299 are a margin, 300 on train), SciFact test claims with rationales over BM25
-top-20 abstracts, SQuAD's first 1,000 answerable questions over their article's paragraphs."""
+top-20 abstracts, SQuAD's first 1,000 answerable questions over their article's paragraphs; and
+XQuAD (``xquad-de``, ``xquad-zh``, ...: the first question of each of its 48 articles over the
+article's paragraphs, the same questions in every language; not in the shared folder: put
+google-deepmind/xquad's ``xquad.LANG.json`` files, CC BY-SA 4.0, in ``DATA/xquad/``)."""
 
 
 def load_context_set(

@@ -23,6 +23,7 @@ from ragattn.lab.evaluation.datasets.qa import (
     load_scifact_retrieved,
     load_squad,
     load_squad_articles,
+    load_xquad_articles,
     split_for_training,
     split_passage,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "load_scifact_retrieved",
     "load_squad",
     "load_squad_articles",
+    "load_xquad_articles",
     "read_beir_qrels",
     "read_json",
     "read_jsonl",

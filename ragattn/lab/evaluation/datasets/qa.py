@@ -234,6 +234,58 @@ def load_squad(
     return tuple(_limited(records(), limit))
 
 
+def load_xquad_articles(
+    path: str | Path, limit: int | None = None, *, language: str = "auto"
+) -> tuple[QAExample, ...]:
+    """XQuAD (SQuAD v1.1 questions and paragraphs translated by professionals into eleven
+    languages): one question per article, its first, over every paragraph of its article (in
+    article order); the first ``limit`` articles. Gold sentences are the sentences of the
+    question's paragraph holding an ``answer_start``, split by ``language``'s rules (as
+    :func:`ragattn.sentences.split_sentences` reads it); question ids are shared across languages,
+    so every language asks the same questions.
+    """
+    examples = []
+    for article in _limited(read_json(Path(path))["data"], limit):
+        title = article.get("title", "")
+        paras = article["paragraphs"]
+        owner = next(k for k, p in enumerate(paras) if p["qas"])
+        qa = paras[owner]["qas"][0]
+        answers = qa["answers"]
+        passages = [
+            Passage(
+                title=title,
+                text=p["context"],
+                sentence_spans=tuple(
+                    (s.start, s.end) for s in split_sentences(p["context"], language=language)
+                ),
+                supporting=(),
+                is_gold=False,
+            )
+            for p in paras
+        ]
+        spans = passages[owner].sentence_spans
+        gold = {
+            next((i for i, (_, end) in enumerate(spans) if int(a["answer_start"]) < end), None)
+            for a in answers
+        }
+        passages[owner] = Passage(
+            title=title,
+            text=paras[owner]["context"],
+            sentence_spans=spans,
+            supporting=tuple(sorted(i for i in gold if i is not None)),
+            is_gold=True,
+        )
+        examples.append(
+            QAExample(
+                qid=str(qa["id"]),
+                question=qa["question"],
+                answers=tuple(dict.fromkeys(a["text"] for a in answers)),
+                passages=tuple(passages),
+            )
+        )
+    return tuple(examples)
+
+
 def load_scifact_rationales(
     path: str | Path, split: Literal["test", "train"] = "test", limit: int | None = None
 ) -> tuple[QAExample, ...]:

@@ -334,3 +334,34 @@ def test_a_pool_pads_each_question_with_other_questions_paragraphs(data_dir: Pat
     assert ctx.load_context_set("hotpotqa", data_dir, limit=6, pool=30) == pooled  # fixed order
     with pytest.raises(InvalidInputError, match="only 60 distinct candidates"):
         ctx.load_context_set("hotpotqa", data_dir, limit=6, pool=61)
+
+
+def test_xquad_asks_one_question_per_article_over_its_paragraphs(tmp_path: Path) -> None:
+    article = {
+        "title": "Berlin",
+        "paragraphs": [
+            {"context": "Berlin ist groß. Es hat viele Parks.", "qas": []},
+            {
+                "context": "Die Stadt wurde am 3. Mai gegründet. Sie liegt an der Spree.",
+                "qas": [
+                    {
+                        "id": "q1",
+                        "question": "Woran liegt Berlin?",
+                        "answers": [{"answer_start": 49, "text": "Spree"}],
+                    },
+                    {
+                        "id": "q2",
+                        "question": "Wann?",
+                        "answers": [{"answer_start": 19, "text": "3. Mai"}],
+                    },
+                ],
+            },
+        ],
+    }
+    (tmp_path / "xquad").mkdir()
+    (tmp_path / "xquad" / "xquad.de.json").write_text(json.dumps({"data": [article, article]}))
+    questions = ctx.load_context_set("xquad-de", tmp_path, limit=1)
+    assert [q.qid for q in questions] == ["q1"]  # the first article's first question only
+    (q,) = questions
+    assert [d.text for d in q.candidates] == [p["context"] for p in article["paragraphs"]]
+    assert q.gold == ((), ("Sie liegt an der Spree.",)) and q.answers == ("Spree",)

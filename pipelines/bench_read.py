@@ -1,0 +1,184 @@
+"""The one read at production shape: its seconds beside the two-pass flow and MiniLM's rerank alone,
+in one run (issue 50 item 3; the rule is in docs/research/context.md §1).
+
+Inputs, each a distinct question with candidates no other timed call read:
+
+- ``20x128``, ``50x128``, ``100x128``: HotpotQA fullwiki paragraphs (about 128 proxy tokens each),
+  the paragraphs of ``n / 10`` consecutive questions with the first one's question;
+- ``scifact-20``: SciFact test claims over their BM25 top-20 abstracts (about 350 tokens each).
+
+For each input every system runs once, in turn, with MiniLM's embedding LRU cleared before each call
+(cold, never a cache hit); the first input of each shape is an untimed warm-up. Systems:
+
+- ``read:NAME``: ``Compressor(proxy, cascade=SPEC).rerank_and_compress(query, candidates, BUDGET)``
+  for each ``--read NAME=SPEC`` (``default``: the library's default read);
+- ``two-pass``: ``Reranker()`` (MiniLM) over every candidate, then ``Compressor().compress`` of the
+  best five at ratio 0.5 (the pipeline's ``flow="two_pass"``);
+- ``minilm-rerank``: ``Reranker()`` over every candidate, nothing else (what the read replaces).
+
+Medians over the inputs are printed as a Markdown table with the CPU capability and threads:
+seconds, the ratio to the two-pass flow and to MiniLM's rerank, and seconds per 1,000 candidate
+tokens (proxy tokens, no special tokens).
+
+    python pipelines/bench_read.py --threads 2                       # the issue's table
+    python pipelines/bench_read.py --read old=0.8:lexical+links@1024 --read default
+    python pipelines/bench_read.py --shape 20x128 --queries 2        # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ragattn.compress import Compressor
+from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
+from ragattn.embed import shared_embedder
+from ragattn.lab.evaluation.datasets import load_scifact_retrieved
+from ragattn.lab.timing import runtime_info, runtime_line
+from ragattn.proxy import load_proxy
+from ragattn.rerank import Reranker
+from ragattn.types import Budget, Document
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHAPES = ("20x128", "50x128", "100x128", "scifact-20")
+Input = tuple[str, list[Document]]
+
+
+def fullwiki_inputs(data: Path, n_candidates: int, n_inputs: int, skip: int) -> list[Input]:
+    """``n_inputs`` (question, candidates) pairs of ``n_candidates`` distinct fullwiki
+    paragraphs, starting at question ``skip``."""
+    records = json.loads((data / "hotpotqa" / "hotpot_dev_fullwiki_v1.shared.json").read_text())
+    per = -(-n_candidates // 10)
+    out = []
+    for q in range(n_inputs):
+        group = records[skip + q * per : skip + (q + 1) * per]
+        docs = [
+            Document(text="".join(sentences), title=title)
+            for record in group
+            for title, sentences in record["context"]
+        ]
+        out.append((group[0]["question"], docs[:n_candidates]))
+    return out
+
+
+def scifact_inputs(data: Path, n_inputs: int) -> list[Input]:
+    """SciFact test claims over their BM25 top-20 abstracts (titled)."""
+    examples = load_scifact_retrieved(data / "scifact", "test", 20, n_inputs)
+    return [
+        (ex.question, [Document(text=p.text, title=p.title or None) for p in ex.passages])
+        for ex in examples
+    ]
+
+
+def inputs_of(shape: str, data: Path, n_inputs: int) -> list[Input]:
+    if shape == "scifact-20":
+        return scifact_inputs(data, n_inputs)
+    n = int(shape.split("x")[0])
+    # 100 candidates take 10 questions an input: each shape starts past the others' questions
+    return fullwiki_inputs(data, n, n_inputs, skip=300 + 60 * SHAPES.index(shape))
+
+
+def parse_read(value: str) -> tuple[str, Cascade | None]:
+    """``NAME=SPEC`` (a :meth:`Cascade.parse` spec with ``min_room`` 1.5, or ``none``), or
+    ``default`` for the library's default read."""
+    if value == "default":
+        return "default", DEFAULT_CASCADE
+    name, _, spec = value.partition("=")
+    if not spec:
+        raise argparse.ArgumentTypeError(f"--read {value!r}: give NAME=SPEC or default")
+    return name, None if spec == "none" else Cascade.parse(spec, min_room=1.5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--queries", type=int, default=5, help="timed inputs per shape")
+    parser.add_argument("--shape", action="append", choices=SHAPES)
+    parser.add_argument("--read", action="append", type=parse_read, help="NAME=SPEC or default")
+    parser.add_argument("--ratio", type=float, default=0.2, help="the read's budget (ratio)")
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="a token ceiling on the ratio budget"
+    )
+    parser.add_argument("--data-dir", type=Path, default=DATA)
+    parser.add_argument("--out", type=Path, help="also write the medians as JSON")
+    args = parser.parse_args()
+    proxy = load_proxy("smollm2-135m", threads=args.threads)
+    print(runtime_line(runtime_info(proxy)))
+    reads = dict(args.read or [parse_read("default")])
+    compressors = {name: Compressor(proxy, cascade=cascade) for name, cascade in reads.items()}
+    reranker, two_pass = Reranker(proxy), Compressor(proxy)
+    embedder = shared_embedder()
+    tokenizer = proxy.tokenizer
+    budget = budget_of(args.ratio, args.max_tokens)
+
+    def timed(call: Callable[..., object], *args: object, **kwargs: object) -> float:
+        embedder.clear_cache()
+        start = time.perf_counter()
+        call(*args, **kwargs)
+        return time.perf_counter() - start
+
+    def two_pass_call(query: str, docs: list[Document]) -> None:
+        ranked = reranker.rerank(query, docs, top_n=5)
+        two_pass.compress(query, [docs[r.index] for r in ranked], ratio=0.5)
+
+    table: dict[str, dict[str, float]] = {}
+    for shape in args.shape or list(SHAPES):
+        warm, *timed_inputs = inputs_of(shape, args.data_dir, args.queries + 1)
+        for compressor in compressors.values():
+            compressor.rerank_and_compress(warm[0], warm[1], **budget)
+        two_pass_call(*warm)
+        seconds: dict[str, list[float]] = {}
+        tokens: list[int] = []
+        for query, docs in timed_inputs:
+            tokens.append(
+                sum(
+                    len(ids)
+                    for ids in tokenizer([d.text for d in docs], add_special_tokens=False)[
+                        "input_ids"
+                    ]
+                )
+            )
+            for name, compressor in compressors.items():
+                seconds.setdefault(f"read:{name}", []).append(
+                    timed(compressor.rerank_and_compress, query, docs, **budget)
+                )
+            seconds.setdefault("two-pass", []).append(timed(two_pass_call, query, docs))
+            seconds.setdefault("minilm-rerank", []).append(timed(reranker.rerank, query, docs))
+        medians = {name: statistics.median(values) for name, values in seconds.items()}
+        medians["candidate_tokens"] = statistics.median(tokens)
+        table[shape] = medians
+        print_shape(shape, medians, len(timed_inputs))
+    if args.out:
+        args.out.write_text(json.dumps(table, indent=2))
+
+
+def budget_of(ratio: float, max_tokens: int | None) -> dict[str, Budget]:
+    """The read's budget as the ``budget=`` keyword (a ratio, with a token ceiling if given)."""
+    if max_tokens is None:
+        return {"budget": Budget(kind="ratio", value=ratio)}
+    return {"budget": Budget(kind="ratio", value=ratio, max_tokens=max_tokens)}
+
+
+def print_shape(shape: str, medians: dict[str, float], n: int) -> None:
+    two, rerank = medians["two-pass"], medians["minilm-rerank"]
+    per_k = medians["candidate_tokens"] / 1000
+    print(
+        f"\n{shape}: medians of {n} inputs, {medians['candidate_tokens']:.0f} candidate tokens\n"
+        "| system | s | x two-pass | x MiniLM rerank | s / 1,000 candidate tokens |\n"
+        "|---|---|---|---|---|"
+    )
+    for name, value in medians.items():
+        if name == "candidate_tokens":
+            continue
+        print(
+            f"| {name} | {value:.2f} | {value / two:.2f}x | {value / rerank:.2f}x | "
+            f"{value / per_k:.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
