@@ -18,14 +18,9 @@ A title is matched case-insensitively as whole words, without a trailing parenth
 disambiguation ("The Blue Bird (1940 film)" is matched as "the blue bird"); titles shorter than
 :data:`MIN_TITLE_CHARS` characters are not matched.
 
-**Names where none are given.** Most callers send plain strings (Cohere-style documents, framework
-documents whose title sits in metadata). A passage without a title is linked by the name it gives
-itself (:func:`link_name`): a Markdown heading on its first line, else the subject its first
-sentence names when that subject is a proper name ("Walter Lang (August 10, 1895 – ...) was an
-American film director" names "Walter Lang"). A passage that names nothing (its first sentence
-opens with a common word, or its script has no capitals) gets 0.0 in both columns, as before. A
-given title always wins, so titled inputs are linked exactly as before. Chosen by the rule in
-BENCHMARKS.md §0, "Names where none are given".
+**Names where none are given.** A passage without a title is linked by the name it gives itself
+(:func:`ragattn.names.passage_name`); a passage that names nothing gets 0.0 in both columns. A
+given title always wins, so titled inputs are linked exactly as before.
 """
 
 from __future__ import annotations
@@ -35,6 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragattn.names import passage_name
 from ragattn.sentence_attention import Unit
 from ragattn.types import Document
 
@@ -42,25 +38,6 @@ LINK_COLUMNS: tuple[str, ...] = ("query_names_title", "named_by_sentence")
 """The link inputs of the document-aware selection, in the order :func:`link_inputs` returns."""
 MIN_TITLE_CHARS = 3
 _DISAMBIGUATION = re.compile(r"\s*\([^()]*\)\s*$")
-_HEADING = re.compile(r"\A\s*#{1,6}[ \t]+(?P<name>[^\n]+?)[ \t#]*(?:\n|\Z)")
-# The subject a first sentence names: the words before the verb or the bracket that follows a name
-# ("X (born 1950) is ...", "X is ...", "X, born ...", "X was ...").
-_SUBJECT = re.compile(
-    r"\A\s*(?P<name>[^\s(,;:]+(?:[ \t]+[^\s(,;:]+){0,5}?)"
-    r"(?=[ \t]*\(|[ \t]*,|[ \t]+(?:is|was|are|were|has|had|may|refers|became)\b)"
-)
-MAX_NAME_WORDS = 6
-"""A derived name has at most this many words (a subject longer than that is a phrase)."""
-_CONNECTORS = frozenset(
-    {"of", "the", "and", "de", "la", "le", "du", "von", "van", "der", "den", "di", "da", "del"}
-    | {"y", "&", "for", "in", "on", "at", "to", "a", "an", "from", "'s"}
-)
-_NOT_NAMES = frozenset(
-    {"a", "an", "it", "its", "this", "that", "these", "those", "he", "she", "they", "we", "you"}
-    | {"his", "her", "their", "our", "there", "here", "in", "on", "at", "as", "after", "before"}
-    | {"during", "since", "when", "while", "if", "although"}
-)
-_QUOTES = "\"'“”‘’«»"
 
 
 def title_pattern(title: str | None) -> re.Pattern[str] | None:
@@ -76,27 +53,9 @@ def title_pattern(title: str | None) -> re.Pattern[str] | None:
 
 
 def link_name(document: Document) -> str | None:
-    """The name a document is linked by: its title when it has one, else the name its text gives
-    itself (a Markdown heading on the first line, else a proper-name subject of the first
-    sentence: capitalised words, joined at most by a few connectors such as "of" or "de"), or
-    None."""
-    if document.title:
-        return document.title
-    text = document.text
-    heading = _HEADING.match(text)
-    if heading:
-        return heading.group("name").strip()
-    subject = _SUBJECT.match(text[:200].lstrip().lstrip(_QUOTES))
-    if subject is None:
-        return None
-    words = subject.group("name").strip(_QUOTES).split()
-    if not words or len(words) > MAX_NAME_WORDS or words[0].lower() in _NOT_NAMES:
-        return None
-    if not all(w[:1].isupper() or w[:1].isdigit() or w.lower() in _CONNECTORS for w in words):
-        return None
-    if not any(w[:1].isupper() and w.lower() not in _CONNECTORS for w in words):
-        return None
-    return " ".join(words)
+    """The name a document is linked by: its title, or for a plain string the name it gives
+    itself (:func:`ragattn.names.passage_name`), or None."""
+    return passage_name(document)
 
 
 def link_pattern(document: Document) -> re.Pattern[str] | None:
@@ -152,7 +111,6 @@ def link_inputs(
 
 __all__ = [
     "LINK_COLUMNS",
-    "MAX_NAME_WORDS",
     "MIN_TITLE_CHARS",
     "link_inputs",
     "link_name",
