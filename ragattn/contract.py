@@ -224,7 +224,9 @@ class CompressVerbs(Generic[_C, _RC]):
 
         Returns:
             A :class:`CompressionResult`; its text is a concatenation of original substrings
-            (documents joined by a blank line), and the highest-scoring sentence is always kept.
+            (documents joined by a blank line); at least one sentence is kept: the best that fits
+            the budget, or when none fits, the highest-scoring one alone (over the budget; the
+            warnings say so).
 
         Raises:
             InvalidInputError: empty query, not exactly one valid budget, malformed documents.

@@ -117,7 +117,7 @@ def compression_result(
         reason = (
             "forced entity sentences"
             if forced
-            else "the best sentence alone is longer than the budget"
+            else "no sentence fits the budget, so the best one is kept alone"
         )
         warnings.append(f"kept {compressed_tokens} tokens, over the budget of {limit}: {reason}")
     return CompressionResult(

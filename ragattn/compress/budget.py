@@ -3,8 +3,9 @@
 Exactly one budget is given: ``ratio`` (fraction of tokens kept, 0 < ratio <= 1), ``target_tokens``
 (tokens kept at most) or ``threshold`` (keep sentences whose score is at least this, in [0, 1]).
 Selection is greedy by score; a sentence that does not fit is skipped and smaller ones are still
-tried (Sentinel stops at the first misfit; skipping uses the budget better). The highest-scoring
-sentence is always kept. After joining, the text is re-counted and the lowest-scoring sentences are
+tried (Sentinel stops at the first misfit; skipping uses the budget better). The best sentence that
+fits comes first; only when no sentence fits the budget is the highest-scoring one kept alone, over
+it (the result's warnings say so). After joining, the text is re-counted and the lowest-scoring sentences are
 dropped while it is over budget (joins can merge or split tokens). :class:`Budget` itself is the
 one value type of :mod:`ragattn.types`, re-exported here.
 """
@@ -46,9 +47,11 @@ def select(
     for i in ranked:
         if i in kept:
             continue
-        if not kept or used + costs[i] <= limit:
+        if used + costs[i] <= limit:
             kept.append(i)
             used += costs[i]
+    if not kept:  # no sentence fits: the best one alone, over the budget (the result says so)
+        kept = ranked[:1]
     while len(kept) > 1 and count_joined(kept) > limit:
         removable = [i for i in kept if i not in forced] or kept
         kept.remove(min(removable, key=lambda i: (scores[i], -i)))
