@@ -5,9 +5,9 @@ Exactly one budget is given: ``ratio`` (fraction of tokens kept, 0 < ratio <= 1)
 Selection is greedy by score; a sentence that does not fit is skipped and smaller ones are still
 tried (Sentinel stops at the first misfit; skipping uses the budget better). The best sentence that
 fits comes first; only when no sentence fits the budget is the highest-scoring one kept alone, over
-it (the result's warnings say so). After joining, the text is re-counted and the lowest-scoring sentences are
-dropped while it is over budget (joins can merge or split tokens). :class:`Budget` itself is the
-one value type of :mod:`ragattn.types`, re-exported here.
+it (the result's warnings say so). After joining, the text is re-counted and the lowest-scoring
+sentences are dropped while it is over budget (joins can merge or split tokens). :class:`Budget`
+itself is the one value type of :mod:`ragattn.types`, re-exported here.
 """
 
 from __future__ import annotations
