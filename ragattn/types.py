@@ -215,12 +215,25 @@ class CompressedDocument:
     document: Document
 
 
+StageSeconds = tuple[tuple[str, float], ...]
+"""Where a call's time went: ``(stage, seconds)`` pairs in the order the stages ran, wall-clock
+seconds (``time.perf_counter``) of this call only (the compress read's stages are
+``ragattn.compress.read.STAGES``)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompressionResult:
     """The result of one compression call.
 
     Token counts are in ``tokenizer`` (the downstream model's, default the proxy's). ``ratio`` is
     ``compressed_tokens / origin_tokens`` (fraction kept, 0 < ratio <= 1).
+
+    ``stage_seconds`` says where the call's time went: the wall-clock seconds of each stage of the
+    read that made this result (``sentences``, ``cut``, ``forward``, ``documents``,
+    ``weighting``, ``ranking`` for ``rerank_and_compress`` only, ``assembly``), this call only,
+    loading before the call excluded; empty for a result the read did not just make (a remote
+    one, or one built by hand). It is not part of the answer: two results that differ only in it
+    compare equal.
     """
 
     compressed_text: str
@@ -231,6 +244,7 @@ class CompressionResult:
     tokenizer: str
     method: str
     warnings: tuple[str, ...] = ()
+    stage_seconds: StageSeconds = field(default=(), compare=False)
 
     @property
     def kept_spans(self) -> tuple[KeptSpan, ...]:
@@ -243,6 +257,9 @@ class CompressionResult:
 # -- budgets and arguments ---------------------------------------------------------------------
 
 BudgetKind = Literal["ratio", "target_tokens", "threshold"]
+MAX_TARGET_TOKENS = 10_000_000
+"""The largest ``target_tokens`` (``ragattn.settings.TOKEN_CEILING``, the most tokens any setting
+or request names), so that no budget overflows a float."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -261,12 +278,18 @@ class Budget:
 
     def __post_init__(self) -> None:
         kind, value = self.kind, self.value
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        # Compared before any conversion: a 400-digit int overflows float() (and math.isnan).
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidInputError(f"{kind} must be a number")
+        if isinstance(value, float) and math.isnan(value):
             raise InvalidInputError(f"{kind} must be a number")
         if kind == "ratio" and not 0 < value <= 1:
             raise InvalidInputError("ratio is the fraction of tokens kept and must be in (0, 1]")
-        if kind == "target_tokens" and (int(value) != value or value < 1):
-            raise InvalidInputError("target_tokens must be a positive integer")
+        whole = isinstance(value, int) or value.is_integer()
+        if kind == "target_tokens" and not (whole and 1 <= value <= MAX_TARGET_TOKENS):
+            raise InvalidInputError(
+                f"target_tokens must be a positive integer of at most {MAX_TARGET_TOKENS}"
+            )
         if kind == "threshold" and not 0 <= value <= 1:
             raise InvalidInputError("threshold must be in [0, 1]")
         object.__setattr__(self, "value", float(value))

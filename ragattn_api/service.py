@@ -14,7 +14,10 @@ Each model request goes through the same steps:
 
 Steps 3 and 4 run under the request deadline (``RAGATTN_REQUEST_TIMEOUT_S``), ``/v1/ask`` and its
 generator call included. A cached response equals a fresh one except ``id``, which is minted per
-request, and the warnings about unknown request fields, which belong to each request.
+request, the warnings about unknown request fields, which belong to each request, and
+``meta.stage_seconds`` (the compressor's routes), which belongs to the computation that made the
+answer: the cache stores answers without it, so a hit reports none (its ``x-ragattn-cache: hit``
+header says why) and never passes off another request's seconds as its own.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from ragattn_api.schemas import (
     RetrieveRequest,
     RetrieveResponse,
 )
+from ragattn_api.schemas.verbs import CompressMeta
 from ragattn_api.tenancy import current_partition
 from ragattn_api.worker import ModelWorker
 
@@ -485,7 +489,9 @@ class Service(MethodEngines):
         if found is not None:
             return found, True
         async with self._deadline() as deadline:
-            fill = storing(self.cache, key, lambda: work(deadline), msgspec.msgpack.encode)
+            fill = storing(
+                self.cache, key, lambda: work(deadline), lambda b: msgspec.msgpack.encode(_kept(b))
+            )
             # With RAGATTN_CACHE_SCOPE=key, identical requests share a computation only per key.
             flight = f"{current_partition()}|{key}" if self.settings.cache_scope == "key" else key
             return await self.worker.run_once(flight, fill), False
@@ -493,6 +499,17 @@ class Service(MethodEngines):
     async def cache_healthy(self) -> bool:
         """False while cache reads fail (the service answers without it: degraded)."""
         return await self.cache.healthy()
+
+
+def _kept(body: S) -> S:
+    """``body`` as the cache keeps it: without the seconds of the computation that made it
+    (``meta.stage_seconds``; a compress ``meta`` holds nothing else)."""
+    meta = getattr(body, "meta", None)
+    if meta is None or getattr(meta, "stage_seconds", None) is None:
+        return body
+    if isinstance(meta, CompressMeta):
+        return msgspec.structs.replace(body, meta=None)
+    return msgspec.structs.replace(body, meta=msgspec.structs.replace(meta, stage_seconds=None))
 
 
 __all__ = ["Service", "new_id"]

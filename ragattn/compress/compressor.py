@@ -2,8 +2,9 @@
 
 The methods and their needs are listed in :mod:`ragattn.compress.registry` (:data:`METHODS`).
 Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
-A call's context is read once (:mod:`ragattn.compress.reading`: the cascade's cut, one forward,
-the document-aware selection) and its result assembled in :mod:`ragattn.compress.assembly`.
+A call is one read of its context, stage by stage, in :mod:`ragattn.compress.read` (the
+sentences, the cascade's cut, one forward, the document scores, the document-aware weighting, the
+ranking, the assembly); the compressor builds that read with its loaded parts.
 """
 
 from __future__ import annotations
@@ -17,25 +18,14 @@ import numpy as np
 
 from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.blocks import BlockReader, BlockStore
-from ragattn.compress.assembly import (
-    Counting,
-    compression_result,
-    entity_units,
-    ranked_results,
-)
+from ragattn.compress.assembly import Counting
 from ragattn.compress.cascade import (
     DEFAULT_CASCADE,
     Cascade,
 )
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
-from ragattn.compress.reading import (
-    Ranking,
-    Read,
-    ReadFeatures,
-    best_sentence_ranking,
-    reduced,
-)
+from ragattn.compress.read import ContextRead, ReadParts, sentence_units
 from ragattn.compress.registry import (
     DEFAULT_METHOD,
     METHODS,
@@ -53,18 +43,10 @@ from ragattn.compress.selection import (
     selection_path,
 )
 from ragattn.contract import CompressVerbs, VerbArgs, input_documents
-from ragattn.document_probe import (
-    DocumentProbe,
-    document_cosines,
-    document_probe_path,
-    score_documents,
-    zscore_columns,
-)
+from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
 from ragattn.errors import ModelLoadError
 from ragattn.facade import ProxyFacade
-from ragattn.lexical import sigmoid
 from ragattn.proxy import DEFAULT_PROXY, Proxy, resolve_tokenizer
-from ragattn.sentences import split_sentences
 from ragattn.types import (
     Budget,
     CompressionResult,
@@ -198,11 +180,10 @@ class Compressor(
     def compress_checked(
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> CompressionResult:
-        """:meth:`compress` of a checked call (:class:`~ragattn.contract.CompressVerbs`)."""
-        units = _units(documents)
-        read = self._read(query, documents, units, args.compress_budget)
-        forced = entity_units(query, documents, units) if args.keep_entities else []
-        return self._result(documents, range(len(documents)), units, read, args, forced)
+        """:meth:`compress` of a checked call (:class:`~ragattn.contract.CompressVerbs`): the
+        read of :mod:`ragattn.compress.read`, whose stages' seconds the result carries
+        (``stage_seconds``)."""
+        return self._context_read().compress(query, documents, args)
 
     def rerank_and_compress_checked(
         self, query: str, documents: Sequence[Document], args: VerbArgs
@@ -210,63 +191,38 @@ class Compressor(
         """:meth:`rerank_and_compress` of a checked call: rank and compress from one read
         (Provence-style).
 
-        The read is :meth:`compress`'s own (the cascade's cut, then one forward, the
-        document-aware selection), so with ``top_n`` left at None the kept sentences are those
-        :meth:`compress` keeps, the context arranged best document first. When the proxy has a
-        document probe (:mod:`ragattn.document_probe`, ``rerank-probe.npz``) and the method's
-        features feed it (a probe method reading attention), a document's score is the document
-        probe's, read from the same forward: ``raw_score`` in its log-odds units,
+        The read is :meth:`compress`'s own (:mod:`ragattn.compress.read`: the cascade's cut, then
+        one forward, the document-aware selection), so with ``top_n`` left at None the kept
+        sentences are those :meth:`compress` keeps, the context arranged best document first. When
+        the proxy has a document probe (:mod:`ragattn.document_probe`, ``rerank-probe.npz``) and
+        the method's features feed it (a probe method reading attention), a document's score is
+        the document probe's, read from the same forward: ``raw_score`` in its log-odds units,
         ``relevance_score`` its sigmoid (results' ``method`` ends in ``:document-probe``); a
         document the cascade dropped whole is ranked by the probe's MiniLM term alone. Otherwise
         a document's score is its best sentence's keep score (raw and ``relevance_score`` alike,
         in [0, 1]; ``:max-sentence``). The best ``top_n`` documents (default: all) are then
         compressed under the budget, in rank order; ``CompressedDocument.index`` and
-        ``KeptSpan.doc_index`` refer to the input positions. How well each ranks is measured in
+        ``KeptSpan.doc_index`` refer to the input positions. The compression's
+        ``stage_seconds`` include the ``ranking`` stage. How well each ranks is measured in
         BENCHMARKS.md §2.
         """
-        units = _units(documents)
-        read = self._read(query, documents, units, args.compress_budget, rank=True)
-        assert read.ranking is not None  # rank=True
-        ranking = read.ranking
-        results = ranked_results(
-            documents, ranking.raw, ranking.relevance, args.top_n, f"{self.method}:{ranking.how}"
-        )
-        ranked = [r.index for r in results]
-        position = {d: n for n, d in enumerate(ranked)}
-        keep = [k for k, u in enumerate(units) if u.doc in position]
-        sub_units = [Unit(position[units[k].doc], units[k].start, units[k].end) for k in keep]
-        sub_read = Read(scores=read.scores[keep], chunks=read.chunks, notes=read.notes)
-        docs = [documents[i] for i in ranked]
-        return results, self._result(docs, ranked, sub_units, sub_read, args, [])
+        return self._context_read().rerank_and_compress(query, documents, args)
 
-    def _result(
-        self,
-        docs: Sequence[Document],
-        indices: Sequence[int],
-        units: Sequence[Unit],
-        read: Read,
-        args: VerbArgs,
-        forced: Sequence[int],
-    ) -> CompressionResult:
-        """The units under the budget, assembled
-        (:func:`~ragattn.compress.assembly.compression_result`); the read's notes and its
-        chunks go into the warnings."""
-        notes = list(read.notes)
-        if read.chunks > 1:
-            notes.append(
-                f"the context was read in {read.chunks} chunks of at most "
-                f"{self.max_chunk_tokens} proxy tokens"
+    def _context_read(self) -> ContextRead:
+        """The read (:class:`~ragattn.compress.read.ContextRead`) with this compressor's parts;
+        the cascade's probe, the document probe and the weighting load on first use."""
+        return ContextRead(
+            ReadParts(
+                method=self.method,
+                scorer=self.scorer,
+                cascade=self.cascade,
+                lexical=self._cascade_scorer,
+                tokenizer=lambda: self._proxy.tokenizer()[0],
+                document_probe=self._document_probe,
+                weighting=self.document_weighting,
+                counting=self._counting,
+                max_chunk_tokens=self.max_chunk_tokens,
             )
-        return compression_result(
-            docs,
-            indices,
-            units,
-            read.scores,
-            args,
-            counting=self._counting(args.tokenizer),
-            method=self.method,
-            forced=forced,
-            notes=notes,
         )
 
     def _prepare(
@@ -275,7 +231,7 @@ class Compressor(
         """A keyword call's query checked and documents converted, with their sentences."""
         check_query(query)
         docs = input_documents(documents)
-        return docs, _units(docs)
+        return docs, sentence_units(docs)
 
     # -- scoring ---------------------------------------------------------------------------
 
@@ -293,125 +249,10 @@ class Compressor(
         """The keep scores :meth:`compress` selects ``units`` by under ``budget``: in [0, 1],
         document-aware when a weighting applies, 0 for a sentence the cascade dropped; with the
         number of proxy chunks read and the notes the result's warnings carry (what the cascade
-        cut)."""
-        read = self._read(query, docs, units, budget)
+        cut). The read's stages from ``cut`` to ``weighting``
+        (:meth:`~ragattn.compress.read.ContextRead.keep_scores`)."""
+        read = self._context_read().keep_scores(query, docs, units, budget)
         return read.scores, read.chunks, read.notes
-
-    def _read(
-        self,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        budget: Budget,
-        *,
-        rank: bool = False,
-    ) -> Read:
-        """The one read of a call: the cascade's cut, then the proxy forward over what it kept,
-        giving the sentences' keep scores (as :meth:`context_scores` documents them) and, with
-        ``rank=True``, the documents' raw scores from the same forward (:meth:`_ranking`)."""
-        cut = None
-        if self.cascade is not None:
-            tokenizer, _ = self._proxy.tokenizer()
-            cut = self.cascade.cut(
-                query, docs, units, budget, tokenizer=tokenizer, lexical=self._cascade_scorer
-            )
-        cosines = None
-        if cut is None:
-            read_docs, read_units, doc_map = list(docs), list(units), list(range(len(docs)))
-        else:
-            read_docs, read_units = reduced(docs, units, cut.read)
-            doc_map = sorted({units[i].doc for i in cut.read})
-            if self._document_probe() is not None:
-                # the whole documents' cosines: one MiniLM pass serves the weighting, the
-                # ranking, the precut and a ``documents`` cascade alike (the encoder's LRU)
-                cosines = document_cosines(query, docs)
-        scores, chunks, feats = self._selection_scores(
-            query,
-            read_docs,
-            read_units,
-            rank=rank,
-            cosines=None if cosines is None else cosines[doc_map],
-        )
-        notes: tuple[str, ...] = ()
-        if cut is not None and self.cascade is not None:  # a cut implies a cascade
-            scores = cut.fill_scores(scores)
-            notes = (
-                f"the cascade ({self.cascade.name}) let attention read {len(cut.read)} of "
-                f"{len(units)} sentences; the {len(units) - len(cut.read)} it dropped score "
-                + (
-                    "below every read sentence, in its first pass's order (the budget is "
-                    f"above what attention reads, at most {self.cascade.ceiling} proxy tokens)"
-                    if cut.fill
-                    else "0"
-                ),
-            )
-        ranking = None
-        if rank:
-            ranking = self._ranking(
-                query, docs, units, scores, feats, (read_docs, read_units, doc_map)
-            )
-        return Read(scores=scores, chunks=chunks, notes=notes, ranking=ranking)
-
-    def _ranking(
-        self,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        scores: np.ndarray,
-        feats: ReadFeatures | None,
-        read: tuple[Sequence[Document], Sequence[Unit], Sequence[int]],
-    ) -> Ranking:
-        """The documents' scores from the read's forward.
-
-        With the document probe (``feats`` given): its raw score, ``minilm_weight * z(MiniLM
-        cosine)`` over every document plus the attention correction of the documents attention
-        read (``read``: the context the cascade kept, and each read document's input position); a
-        document the cascade dropped whole gets the correction's mean, 0, so it is ranked by
-        MiniLM alone. Without it, a document's best sentence keep score."""
-        if feats is None:
-            return best_sentence_ranking(len(docs), units, scores)
-        read_docs, read_units, doc_map = read
-        probe = self._document_probe()
-        assert probe is not None  # features are kept only where the probe reads them
-        if feats.raw is not None and len(doc_map) == len(docs) and len(read_units) == len(units):
-            raw = feats.raw  # the whole context was read: the weighting's own scores
-        else:
-            correction = np.zeros(len(docs))
-            correction[list(doc_map)] = self._document_scores(
-                probe, query, read_docs, read_units, feats.features, minilm=False
-            )
-            base = zscore_columns(document_cosines(query, docs)[:, None])[:, 0]
-            raw = probe.minilm_weight * base + correction
-        return Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
-
-    def _selection_scores(
-        self,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        *,
-        rank: bool = False,
-        cosines: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, int, ReadFeatures | None]:
-        """Keep scores in [0, 1] for ``units`` (document-aware when a weighting applies), the
-        number of proxy chunks read, and the forward's features with the document probe's raw
-        scores where they were computed (a weighting applies, or ``rank`` asks for them and the
-        method's features feed the document probe). ``cosines``: each document's MiniLM cosine
-        when the caller has it (the whole document's, for a cascade's cut)."""
-        weighting = self.document_weighting() if len(docs) > 1 else None
-        probe = self._document_probe() if (weighting or rank) else None
-        if probe is None or not isinstance(self.scorer, ProbeScorer) or not units:
-            scores, chunks = self.score_units(query, docs, units)
-            return scores, chunks, None
-        sentence, feats = self.scorer.score_with_features(query, docs, units)
-        minilm = weighting.reads_minilm if weighting else True
-        raw = self._document_scores(
-            probe, query, docs, units, feats, minilm=minilm, cosines=cosines
-        )
-        if weighting is None:
-            return sentence, feats.chunks, ReadFeatures(feats, raw if minilm else None)
-        scores = weighting.weigh(query, docs, units, sentence, raw)
-        return scores, feats.chunks, ReadFeatures(feats, raw if minilm else None)
 
     def _cascade_scorer(self) -> ProbeScorer:
         """The ``lexical`` probe as the cascade's first pass (loaded on first use)."""
@@ -465,13 +306,10 @@ class Compressor(
         docs: Sequence[Document],
         units: Sequence[Unit],
         feats: SentenceFeatures,
-        *,
-        minilm: bool = True,
-        cosines: np.ndarray | None = None,
     ) -> np.ndarray:
-        """The document probe's raw scores from the sentence features of this call's forward
-        (``minilm=False``: its attention correction alone, no MiniLM pass; ``cosines``: the
-        documents' MiniLM cosines when already known)."""
+        """The document probe's raw scores from the sentence features of one forward (for the
+        studies that read a forward's scores apart; the read's own are its ``documents``
+        stage, :meth:`~ragattn.compress.read.ContextRead.document_scores`)."""
         return score_documents(
             probe,
             self.proxy.tokenizer,
@@ -481,17 +319,7 @@ class Compressor(
             feats.names,
             feats.matrix,
             feats.config,
-            minilm=minilm,
-            cosines=cosines,
         )
-
-
-def _units(docs: Sequence[Document]) -> list[Unit]:
-    """The sentences of ``docs`` (:func:`~ragattn.sentences.split_sentences`), document by
-    document."""
-    return [
-        Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
-    ]
 
 
 __all__ = ["Compressor"]

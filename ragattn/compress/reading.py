@@ -1,8 +1,9 @@
 """What one read of a call's context gives the :class:`~ragattn.compress.Compressor`.
 
-A read is the cascade's cut (:mod:`ragattn.compress.cascade`), then one proxy forward over what it
-kept: keep scores per sentence (:class:`Read`) and, for the one read that also ranks, the
-documents' scores from the same forward (:class:`Ranking`).
+A read (:mod:`ragattn.compress.read`, stage by stage) is the cascade's cut
+(:mod:`ragattn.compress.cascade`), then one proxy forward over what it kept: keep scores per
+sentence (:class:`Read`) and, for the one read that also ranks, the documents' scores from the
+same forward (:class:`Ranking`).
 """
 
 from __future__ import annotations
@@ -13,21 +14,12 @@ from typing import Literal
 
 import numpy as np
 
-from ragattn.compress.features import SentenceFeatures, Unit
+from ragattn.compress.features import Unit
 from ragattn.types import Document
 
 RankingSource = Literal["document-probe", "max-sentence"]
 """How a read ranks documents: the proxy's document probe (its log-odds, from the read's
 features) or each document's best sentence keep score (in [0, 1])."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReadFeatures:
-    """A forward's sentence features and, where computed with MiniLM, the document probe's raw
-    scores of the documents it read (log-odds units)."""
-
-    features: SentenceFeatures
-    raw: np.ndarray | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,4 +78,4 @@ def reduced(
     return out_docs, [spans[i] for i in read]
 
 
-__all__ = ["Ranking", "RankingSource", "Read", "ReadFeatures", "best_sentence_ranking", "reduced"]
+__all__ = ["Ranking", "RankingSource", "Read", "best_sentence_ranking", "reduced"]

@@ -32,7 +32,12 @@ DOCS = [
 
 
 def _strip(body: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in body.items() if k != "id"}
+    """``body`` less what belongs to one computation: ``id``, and the seconds of a fresh read
+    (``meta.stage_seconds``)."""
+    out = {k: v for k, v in body.items() if k != "id"}
+    if isinstance(out.get("meta"), dict):
+        out["meta"] = {k: v for k, v in out["meta"].items() if k != "stage_seconds"}
+    return out
 
 
 def _metric(text: str, prefix: str) -> float:

@@ -226,7 +226,13 @@ async def test_prune_ranks_and_prunes_from_one_compressor_call(
     assert list(body) == ["id", "results", "meta", "model", "method"]
     assert body["method"] == ranked.method  # the method that ranked, e.g. sentinel:document-probe
     assert body["method"].startswith(f"{compressor.method}:")
-    assert list(body["meta"]) == ["api_version", "billed_units", "warnings", "pruning"]
+    assert list(body["meta"]) == [
+        "api_version",
+        "billed_units",
+        "warnings",
+        "pruning",
+        "stage_seconds",
+    ]
     assert body["meta"]["api_version"] == {"version": _api_version(route)}
     assert body["meta"]["pruning"] == {
         "origin_tokens": pruned.origin_tokens,
@@ -422,6 +428,7 @@ async def test_pruned_and_unpruned_calls_never_share_a_cache_entry(
     assert (plain_cache, pruned_cache) == ("miss", "miss")
     again_cache, again = await call({"prune": {"ratio": 0.4}})
     assert again_cache == "hit"
+    pruned["meta"].pop("stage_seconds")  # the fresh answer's own seconds; a hit claims none
     assert _without_id(again) == _without_id(pruned)  # cached equals fresh
     plain_again_cache, plain_again = await call({})
     assert plain_again_cache == "hit"
