@@ -81,6 +81,8 @@ def build(
         f"content_hash={m.content_hash[:12]}, reused_vectors={m.reused_vectors}, "
         f"seconds={m.build_seconds}"
     )
+    titled = sum(1 for d in index.documents if d.title)
+    typer.echo(f"titled: {titled} of {m.documents} documents")
     if m.skipped:
         typer.echo(f"skipped {len(m.skipped)}: " + "; ".join(m.skipped), err=True)
 
@@ -106,4 +108,5 @@ def search(
             typer.echo(json.dumps(hit.to_dict(), ensure_ascii=False))
         else:
             snippet = " ".join(hit.text.split())[:100]
-            typer.echo(f"{hit.rank:>3}  {hit.score:8.4f}  {hit.doc_id}  {snippet}")
+            title = f"[{hit.title}]  " if hit.title else ""
+            typer.echo(f"{hit.rank:>3}  {hit.score:8.4f}  {hit.doc_id}  {title}{snippet}")

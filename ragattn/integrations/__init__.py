@@ -8,8 +8,9 @@ compress-only (input order) and rerank-then-compress stay available as options o
 Nothing here imports a framework; each submodule imports its own on first use and needs its
 extra (``pip install 'ragattn[langchain]'`` / ``'ragattn[llamaindex]'``). What they share lives
 here: :class:`Engine`, which gives every adapter sync and native async calls on any engine, the
-budget check of the compression adapters (:func:`compress_args`), and the per-document view of a
-one-read result (:func:`read_documents`).
+budget check of the compression adapters (:func:`compress_args`), the per-document view of a
+one-read result (:func:`read_documents`), and the title every adapter reads from a framework
+document's metadata (:func:`read_title`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, TypeVar
@@ -52,6 +53,15 @@ text the adapter received (before compression) and keep scores in [0, 1]."""
 
 RAW_SCORE_KEY = "ragattn_raw_score"
 """Metadata key of the rerank method's raw score (method units); relevance_score is in [0, 1]."""
+
+TitleKey = str | Callable[[Any], object] | None
+"""Where an adapter finds a document's title: a metadata key, a callable given the framework's
+own document (a LangChain ``Document``, a LlamaIndex node) that returns the title, or None (no
+titles)."""
+
+DEFAULT_TITLE_KEY = "title"
+"""The metadata key the adapters read a title from by default, as Wikipedia, web and many
+vector-store loaders set it."""
 
 _ROLES: dict[str, tuple[str, type, str]] = {
     # role: (argument name, the contract's verbs the engine must have, in-process class)
@@ -292,6 +302,31 @@ def _spans_metadata(spans: Sequence[KeptSpan]) -> list[dict[str, Any]]:
     return [{"start": s.start, "end": s.end, "score": s.score, "text": s.text} for s in spans]
 
 
+def read_title(source: Any, metadata: Mapping[str, Any] | None, title_key: TitleKey) -> str | None:
+    """The title of one framework document, or None when it has none.
+
+    The title goes to the engine as ``Document.title``: the ranking and the choice of sentences
+    read it with the text (it is never compressed nor counted as document tokens), and much of
+    the one read's edge over rerank-and-stuff comes from it. Only a string with some non-space
+    character is a title: a missing key, None, ``""``, blanks and any other type (a number, a
+    list) mean *untitled*, never an error, so titled and untitled documents mix in one call and
+    a loader's stray value is never turned into text by ``str()``.
+
+    Args:
+        source: the framework's document (a LangChain ``Document``, a LlamaIndex node), given to
+            a callable ``title_key``.
+        metadata: its metadata (None: no metadata).
+        title_key: a metadata key, a callable of ``source``, or None (no title).
+    """
+    if title_key is None:
+        return None
+    if callable(title_key):
+        value = title_key(source)
+    else:
+        value = metadata.get(title_key) if metadata else None
+    return value if isinstance(value, str) and value.strip() else None
+
+
 def check_k(k: object) -> int:
     """``k`` itself when it is a positive integer (``bool`` is not one).
 
@@ -388,10 +423,12 @@ def _best_sentence(doc: CompressedDocument) -> tuple[str, list[dict[str, Any]]]:
 __all__ = [
     "DEFAULT_ADAPTER_RATIO",
     "DEFAULT_RETRIEVER_RATIO",
+    "DEFAULT_TITLE_KEY",
     "KEPT_SPANS_KEY",
     "RAW_SCORE_KEY",
     "Engine",
     "ReadDocument",
+    "TitleKey",
     "check_k",
     "check_top_n",
     "compress_args",
@@ -399,4 +436,5 @@ __all__ = [
     "default_reranker",
     "kept_spans_metadata",
     "read_documents",
+    "read_title",
 ]

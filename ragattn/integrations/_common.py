@@ -1,5 +1,6 @@
-"""What the adapters that compress share as pydantic models: LangChain's compressor and
-retriever, LlamaIndex's postprocessor.
+"""What the adapters share as pydantic models: the title option of every adapter, and the
+engine and budget of those that compress (LangChain's compressor and retriever, LlamaIndex's
+postprocessor).
 
 Both frameworks' components are pydantic models, so the settings those adapters share are
 models mixed into each. This module imports pydantic, which either framework brings: import it
@@ -14,8 +15,33 @@ from typing import Any
 from pydantic import BaseModel, PrivateAttr
 
 from ragattn.contract import VerbArgs
-from ragattn.integrations import Engine, Order, compressor_setup
+from ragattn.integrations import (
+    DEFAULT_TITLE_KEY,
+    Engine,
+    Order,
+    TitleKey,
+    compressor_setup,
+)
 from ragattn.types import CompressedDocument, CompressionResult
+
+
+class Titled(BaseModel):
+    """The title option of every adapter: where each document's title comes from.
+
+    The title goes to the engine with the text (``Document.title``): the ranking and the choice
+    of sentences both read it; it is never compressed, and kept spans never cover it.
+
+    Attributes:
+        title_key: a metadata key (default ``"title"``, as Wikipedia, web and many vector-store
+            loaders set it); or a callable given the framework's own document (a LangChain
+            ``Document``, a LlamaIndex node) that returns its title; or None: no titles. Only a
+            non-blank string is a title: a missing key, None, ``""`` or another type (a number)
+            leaves that document untitled, never an error (see
+            :func:`~ragattn.integrations.read_title`), so titled and untitled documents mix in
+            one call.
+    """
+
+    title_key: TitleKey = DEFAULT_TITLE_KEY
 
 
 class EngineBudget(BaseModel):
@@ -74,4 +100,4 @@ class CompressingAdapter(EngineBudget):
         return [d for d in result.documents if d.text or not self.drop_empty]
 
 
-__all__ = ["CompressingAdapter", "EngineBudget"]
+__all__ = ["CompressingAdapter", "EngineBudget", "Titled"]

@@ -19,6 +19,14 @@ and, for pruned documents, ``ragattn_kept_spans`` = ``[{start, end, score, text}
 offsets into the text the adapter received and keep scores in [0, 1]. A document whose sentences
 the budget kept none of is left out of a one read (see each class).
 
+Titles: every adapter reads a document's title from ``metadata["title"]`` (as Wikipedia, web and
+many vector-store loaders set it) and sends it with the text, so the ranking and the kept
+sentences use it as the library's ``Document(text=..., title=...)`` does; ``title_key="name"``
+reads another key, ``title_key=lambda doc: ...`` computes it from the LangChain ``Document``, and
+``title_key=None`` sends none. A missing, empty or non-string value leaves that document untitled
+(never an error), so titled and untitled documents mix in one call. ``page_content`` alone is
+compressed and the kept spans are offsets into it; the title is never part of the kept text.
+
 Every engine works: in process (``Reranker`` / ``Compressor``) or the service (``Client`` /
 ``AsyncClient``). ``acompress_documents`` / ``ainvoke`` are native: they await the service, or
 run in-process work in a worker thread. Output documents are copies of the inputs with the same
@@ -28,6 +36,11 @@ Use the retriever on its own::
 
     retriever = RagattnRetriever(base_retriever=vectorstore.as_retriever(search_kwargs={"k": 20}))
     docs = retriever.invoke("When was the Eiffel Tower completed?", k=3)
+
+or a compressor on titled documents::
+
+    docs = [Document(page_content="It was completed in 1889.", metadata={"title": "Eiffel Tower"})]
+    RagattnCompressor(ratio=0.3).compress_documents(docs, "When was the Eiffel Tower completed?")
 
 or a compressor inside ``ContextualCompressionRetriever`` (``langchain-classic``)::
 
@@ -62,22 +75,30 @@ from ragattn.contract import VerbArgs  # noqa: E402
 from ragattn.errors import InvalidInputError  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
     DEFAULT_RETRIEVER_RATIO,
+    DEFAULT_TITLE_KEY,
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
     ReadDocument,
+    TitleKey,
     check_k,
     check_top_n,
     compress_args,
     kept_spans_metadata,
     read_documents,
+    read_title,
 )
-from ragattn.integrations._common import CompressingAdapter, EngineBudget  # noqa: E402
+from ragattn.integrations._common import CompressingAdapter, EngineBudget, Titled  # noqa: E402
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
 
 
-def _to_ragattn(documents: Sequence[LCDocument]) -> list[Document]:
-    return [Document(text=d.page_content, id=d.id) for d in documents]
+def _to_ragattn(documents: Sequence[LCDocument], title_key: TitleKey) -> list[Document]:
+    """The documents as the engine reads them: ``page_content``, ``id`` and the title that
+    ``title_key`` finds (:func:`~ragattn.integrations.read_title`)."""
+    return [
+        Document(text=d.page_content, id=d.id, title=read_title(d, d.metadata, title_key))
+        for d in documents
+    ]
 
 
 def _copy(source: LCDocument, extra: dict[str, Any], text: str | None = None) -> LCDocument:
@@ -106,7 +127,7 @@ def _read_output(documents: Sequence[LCDocument], read: Sequence[ReadDocument]) 
     ]
 
 
-class RagattnRerank(BaseDocumentCompressor):
+class RagattnRerank(Titled, BaseDocumentCompressor):
     """Rerank documents with a ragattn engine; best first, ``top_n`` kept, text unchanged.
 
     For ranked documents pruned to their useful sentences from the same read, use
@@ -116,6 +137,9 @@ class RagattnRerank(BaseDocumentCompressor):
         reranker: a ``Reranker`` (in process), ``Client`` or ``AsyncClient`` (the service);
             default None: the shared in-process ``Reranker()``, loaded on the first call.
         top_n: documents to keep (default 3, LangChain's usual); None keeps all.
+        title_key: where each document's title is read: the metadata key (default
+            ``"title"``), a callable given the ``Document``, or None (no titles); a missing or
+            non-string value leaves that document untitled.
 
     Raises:
         InvalidInputError: a wrong engine or ``top_n``; at call time, an empty query.
@@ -143,7 +167,8 @@ class RagattnRerank(BaseDocumentCompressor):
         """Rerank ``documents`` for ``query``; ``[]`` for no documents."""
         if not documents:
             return []
-        results = self._engine.rerank(query, _to_ragattn(documents), top_n=self.top_n)
+        inputs = _to_ragattn(documents, self.title_key)
+        results = self._engine.rerank(query, inputs, top_n=self.top_n)
         return self._documents(documents, results)
 
     async def acompress_documents(
@@ -152,11 +177,12 @@ class RagattnRerank(BaseDocumentCompressor):
         """The async twin of :meth:`compress_documents`; the same result."""
         if not documents:
             return []
-        results = await self._engine.arerank(query, _to_ragattn(documents), top_n=self.top_n)
+        inputs = _to_ragattn(documents, self.title_key)
+        results = await self._engine.arerank(query, inputs, top_n=self.top_n)
         return self._documents(documents, results)
 
 
-class RagattnCompressor(CompressingAdapter, BaseDocumentCompressor):
+class RagattnCompressor(Titled, CompressingAdapter, BaseDocumentCompressor):
     """Rank documents and prune each to the sentences that answer the query, from one read.
 
     By default (``order="rank"``) the proxy reads all documents with the query once; from that
@@ -178,6 +204,9 @@ class RagattnCompressor(CompressingAdapter, BaseDocumentCompressor):
             (default None: all).
         drop_empty: leave out documents with no kept sentence (default); False keeps them with
             empty ``page_content``.
+        title_key: where each document's title is read: the metadata key (default
+            ``"title"``), a callable given the ``Document``, or None (no titles); a missing or
+            non-string value leaves that document untitled.
 
     Raises:
         InvalidInputError: more than one budget, a wrong engine, or ``top_n`` with
@@ -218,13 +247,13 @@ class RagattnCompressor(CompressingAdapter, BaseDocumentCompressor):
         return await self._acompressed(documents, query) if documents else []
 
     def _compressed(self, documents: Sequence[LCDocument], query: str) -> list[LCDocument]:
-        inputs = _to_ragattn(documents)
+        inputs = _to_ragattn(documents, self.title_key)
         if self.order == "input":
             return self._documents(documents, self._engine.compress(query, inputs, self._args))
         return self._read(documents, self._engine.rerank_and_compress(query, inputs, self._args))
 
     async def _acompressed(self, documents: Sequence[LCDocument], query: str) -> list[LCDocument]:
-        inputs = _to_ragattn(documents)
+        inputs = _to_ragattn(documents, self.title_key)
         if self.order == "input":
             result = await self._engine.acompress(query, inputs, self._args)
             return self._documents(documents, result)
@@ -235,8 +264,11 @@ class RagattnCompressor(CompressingAdapter, BaseDocumentCompressor):
 _READ_SETTINGS = tuple(EngineBudget.model_fields)
 """The one read's settings: its engine and budget (``compressor``, ``ratio``, ...)."""
 
+_READ_OPTIONS = ("keep_best_sentence", "title_key")
+"""The one read's options that have a default: refused with steps when given."""
 
-class RagattnRetriever(EngineBudget, BaseRetriever):
+
+class RagattnRetriever(Titled, EngineBudget, BaseRetriever):
     """Any retriever, then one read of the proxy: its candidates ranked and pruned, best first.
 
     By default the proxy reads all of the base retriever's candidates with the query once; from
@@ -266,13 +298,17 @@ class RagattnRetriever(EngineBudget, BaseRetriever):
         target_tokens: keep at most this many tokens (the engine's tokenizer); or
         threshold: keep sentences whose keep score is at least this, in [0, 1].
         keep_best_sentence: see above (default True for the one read; not for the steps).
+        title_key: where the one read finds each document's title: the metadata key (default
+            ``"title"``), a callable given the ``Document``, or None (no titles); a missing or
+            non-string value leaves that document untitled. The steps have their own.
         rerank: a :class:`RagattnRerank` step, or None.
         compress: a :class:`RagattnCompressor` step (applied to the reranked documents), or
             None; ``RagattnCompressor(order="input")`` keeps the rerank order.
 
     Raises:
         InvalidInputError: a bad ``k``, more than one budget, a wrong engine, or the one read's
-            settings (``compressor``, a budget, ``keep_best_sentence``) together with steps.
+            settings (``compressor``, a budget, ``keep_best_sentence``, ``title_key``) together
+            with steps.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -290,8 +326,9 @@ class RagattnRetriever(EngineBudget, BaseRetriever):
         check_k(self.k)
         if self.rerank is not None or self.compress is not None:
             given = [n for n in _READ_SETTINGS if getattr(self, n) is not None]
-            if given or self.keep_best_sentence is not None:
-                named = ", ".join(given or ["keep_best_sentence"])
+            given += [n for n in _READ_OPTIONS if n in self.model_fields_set]
+            if given:
+                named = ", ".join(given)
                 raise InvalidInputError(
                     f"{named} configure the one read, which the steps (rerank, compress) replace: "
                     "set them on the steps, or leave the steps out"
@@ -316,17 +353,21 @@ class RagattnRetriever(EngineBudget, BaseRetriever):
         ratio: float | None = None,
         target_tokens: int | None = None,
         threshold: float | None = None,
+        title_key: TitleKey = DEFAULT_TITLE_KEY,
     ) -> RagattnRetriever:
         """The step pipelines: rerank with ``reranker`` and/or compress with ``compressor``
         (in-process engines or one ``Client`` for both), compression in the order it receives
-        (rerank order, or the base retriever's); ``top_n`` and the budget as in the adapters. With
-        neither engine, rerank with the in-process default. The one read is the constructor's
-        default: ``RagattnRetriever(base_retriever=…, compressor=…)``."""
+        (rerank order, or the base retriever's); ``top_n``, the budget and ``title_key`` as in
+        the adapters. With neither engine, rerank with the in-process default. The one read is
+        the constructor's default: ``RagattnRetriever(base_retriever=…, compressor=…)``."""
         if reranker is None and compressor is None:
-            return cls(base_retriever=base_retriever, rerank=RagattnRerank(top_n=top_n))
+            rerank = RagattnRerank(top_n=top_n, title_key=title_key)
+            return cls(base_retriever=base_retriever, rerank=rerank)
         return cls(
             base_retriever=base_retriever,
-            rerank=None if reranker is None else RagattnRerank(reranker=reranker, top_n=top_n),
+            rerank=None
+            if reranker is None
+            else RagattnRerank(reranker=reranker, top_n=top_n, title_key=title_key),
             compress=None
             if compressor is None
             else RagattnCompressor(
@@ -335,6 +376,7 @@ class RagattnRetriever(EngineBudget, BaseRetriever):
                 target_tokens=target_tokens,
                 threshold=threshold,
                 order="input",
+                title_key=title_key,
             ),
         )
 
@@ -361,7 +403,8 @@ class RagattnRetriever(EngineBudget, BaseRetriever):
         if not docs:
             return []
         if self._engine is not None and args is not None:
-            pair = self._engine.rerank_and_compress(query, _to_ragattn(docs), args)
+            inputs = _to_ragattn(docs, self.title_key)
+            pair = self._engine.rerank_and_compress(query, inputs, args)
             return self._output(docs, pair)
         if self.rerank is not None:
             docs = self.rerank.compress_documents(docs, query, callbacks=run_manager.get_child())
@@ -384,7 +427,8 @@ class RagattnRetriever(EngineBudget, BaseRetriever):
         if not docs:
             return []
         if self._engine is not None and args is not None:
-            pair = await self._engine.arerank_and_compress(query, _to_ragattn(docs), args)
+            inputs = _to_ragattn(docs, self.title_key)
+            pair = await self._engine.arerank_and_compress(query, inputs, args)
             return self._output(docs, pair)
         if self.rerank is not None:
             docs = await self.rerank.acompress_documents(

@@ -16,6 +16,13 @@
   ``node_id``, text unchanged), best first, ``top_n`` kept, with ``NodeWithScore.score`` set to
   the ``relevance_score`` in [0, 1].
 
+Titles: both postprocessors read a node's title from ``node.metadata["title"]`` and send it with
+the node's text (its content without metadata), so the ranking and the kept sentences use it as
+the library's ``Document(text=..., title=...)`` does; ``title_key="name"`` reads another key,
+``title_key=lambda node: ...`` computes it from the node, and ``title_key=None`` sends none. A
+missing, empty or non-string value leaves that node untitled (never an error), so titled and
+untitled nodes mix in one call. The title is never part of the kept text or its spans.
+
 Every engine works: in process (``Reranker`` / ``Compressor``) or the service (``Client`` /
 ``AsyncClient``). ``apostprocess_nodes`` is native: it awaits the service, or runs in-process
 work in a worker thread.
@@ -45,11 +52,13 @@ from ragattn.integrations import (  # noqa: E402
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
     Engine,
+    TitleKey,
     check_top_n,
     kept_spans_metadata,
     read_documents,
+    read_title,
 )
-from ragattn.integrations._common import CompressingAdapter  # noqa: E402
+from ragattn.integrations._common import CompressingAdapter, Titled  # noqa: E402
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
 
 
@@ -71,9 +80,15 @@ def _payload(
     }
 
 
-def _to_ragattn(nodes: list[NodeWithScore]) -> list[Document]:
+def _to_ragattn(nodes: list[NodeWithScore], title_key: TitleKey) -> list[Document]:
+    """The nodes as the engine reads them: the content without metadata, ``node_id`` and the
+    title that ``title_key`` finds (:func:`~ragattn.integrations.read_title`)."""
     return [
-        Document(text=n.node.get_content(metadata_mode=MetadataMode.NONE), id=n.node.node_id)
+        Document(
+            text=n.node.get_content(metadata_mode=MetadataMode.NONE),
+            id=n.node.node_id,
+            title=read_title(n.node, n.node.metadata, title_key),
+        )
         for n in nodes
     ]
 
@@ -84,10 +99,10 @@ def _ended(event: Any, nodes: list[NodeWithScore]) -> list[NodeWithScore]:
     return nodes
 
 
-class _Postprocessor(BaseNodePostprocessor):
-    """What both postprocessors share: the query check, no work for no nodes, and the
-    ``RERANKING`` callback event; each subclass reads the nodes in :meth:`_read_nodes`
-    (and its async twin)."""
+class _Postprocessor(Titled, BaseNodePostprocessor):
+    """What both postprocessors share: the query check, no work for no nodes, the title option
+    (:class:`~ragattn.integrations._common.Titled`) and the ``RERANKING`` callback event; each
+    subclass reads the nodes in :meth:`_read_nodes` (and its async twin)."""
 
     top_n: int | None = None
     _engine: Engine = PrivateAttr()
@@ -123,6 +138,9 @@ class RagattnRerankPostprocessor(_Postprocessor):
         reranker: a ``Reranker`` (in process), ``Client`` or ``AsyncClient`` (the service);
             default None: the shared in-process ``Reranker()``, loaded on the first call.
         top_n: nodes to keep (default 3); None keeps all.
+        title_key: where each node's title is read: the metadata key (default ``"title"``), a
+            callable given the node, or None (no titles); a missing or non-string value leaves
+            that node untitled.
 
     Raises:
         InvalidInputError: a wrong engine or ``top_n``; at call time, no query.
@@ -146,12 +164,14 @@ class RagattnRerankPostprocessor(_Postprocessor):
 
     def _read_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
         with self._reranking(nodes, query) as event:
-            results = self._engine.rerank(query, _to_ragattn(nodes), top_n=self.top_n)
+            inputs = _to_ragattn(nodes, self.title_key)
+            results = self._engine.rerank(query, inputs, top_n=self.top_n)
             return _ended(event, self._nodes(nodes, results))
 
     async def _aread_nodes(self, nodes: list[NodeWithScore], query: str) -> list[NodeWithScore]:
         with self._reranking(nodes, query) as event:
-            results = await self._engine.arerank(query, _to_ragattn(nodes), top_n=self.top_n)
+            inputs = _to_ragattn(nodes, self.title_key)
+            results = await self._engine.arerank(query, inputs, top_n=self.top_n)
             return _ended(event, self._nodes(nodes, results))
 
 
@@ -179,6 +199,9 @@ class RagattnCompressPostprocessor(CompressingAdapter, _Postprocessor):
             None: all).
         drop_empty: leave out nodes with no kept sentence (default); False keeps them with empty
             text.
+        title_key: where each node's title is read: the metadata key (default ``"title"``), a
+            callable given the node, or None (no titles); a missing or non-string value leaves
+            that node untitled.
 
     Raises:
         InvalidInputError: more than one budget, a wrong engine, ``top_n`` with
@@ -193,15 +216,15 @@ class RagattnCompressPostprocessor(CompressingAdapter, _Postprocessor):
     def class_name(cls) -> str:
         return "RagattnCompressPostprocessor"
 
-    @staticmethod
-    def _inputs(nodes: list[NodeWithScore]) -> list[Document]:
-        """The nodes' texts as documents; only a ``TextNode``'s text can be compressed."""
+    def _inputs(self, nodes: list[NodeWithScore]) -> list[Document]:
+        """The nodes' texts and titles as documents; only a ``TextNode``'s text can be
+        compressed."""
         for i, n in enumerate(nodes):
             if not isinstance(n.node, TextNode):
                 raise InvalidInputError(
                     f"nodes[{i}] is a {type(n.node).__name__}; only TextNode text can be compressed"
                 )
-        return _to_ragattn(nodes)
+        return _to_ragattn(nodes, self.title_key)
 
     @staticmethod
     def _copy(node: Any, text: str, extra: dict[str, Any]) -> Any:

@@ -3,9 +3,18 @@
 Three on-disk layouts are read into :class:`~ragattn.types.Document` lists:
 
 * a BEIR ``corpus.jsonl`` (``{"_id", "title", "text", ...}`` per line);
-* a JSONL file with ``{"id", "text"}`` (optional ``"title"``) per line;
+* a JSONL file with ``{"id", "text"}`` (optional ``"title"``, else a string
+  ``"metadata": {"title": ...}`` as the framework adapters read it) per line;
 * a folder of ``.txt`` / ``.md`` files (recursive, UTF-8), one document per file, its id the
-  path relative to the folder (POSIX separators). Hidden files and folders are skipped.
+  path relative to the folder (POSIX separators). Hidden files and folders are skipped. A
+  Markdown file's title is its front matter's ``title:`` or else its first ATX heading
+  (:func:`markdown_title`); a ``.txt`` file has none.
+
+A title is read with the text wherever a document goes (BM25 and the embedder index
+``title + text``; the one read ranks and chooses sentences with it), and titles carry much of
+the one read's edge. The text itself is never rewritten: a Markdown file's heading line and
+front matter stay in its text, so every offset (chunk ``start`` / ``end``, kept spans) is an
+offset into the file as written.
 
 Long documents are split into overlapping word windows by :func:`chunk_documents`; every chunk's
 text is an exact substring of its source (``source.text[start:end]``), recorded in the chunk's
@@ -32,6 +41,11 @@ logger = logging.getLogger(__name__)
 CorpusFormat = Literal["beir", "jsonl", "folder", "documents"]
 TEXT_SUFFIXES = (".txt", ".md")
 _WORD_SPAN = re.compile(r"\S+")
+MARKDOWN_SUFFIXES = (".md",)
+_FRONT_MATTER_END = ("---", "...")
+_FRONT_MATTER_TITLE = re.compile(r"title[ \t]*:[ \t]*(.*)", re.IGNORECASE)
+_ATX_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
+_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +158,64 @@ def _read_text(path: Path) -> str:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
+def markdown_title(text: str) -> str | None:
+    """The title of a Markdown text: its front matter's ``title:``, else its first ATX heading.
+
+    Front matter is a block that opens the file with a ``---`` line and closes with ``---`` (or
+    ``...``); its top-level ``title:`` line is read as a plain or quoted scalar on that line
+    (YAML's quoting rules for one line; no YAML parser is needed; a multi-line block scalar is
+    not read). Without a non-empty one, the title is the text
+    of the first ATX heading of any level (``# Title``, ``## Title ##``) outside fenced code
+    blocks, so a shell comment inside a fence is never a title. Setext headings (a line underlined
+    with ``===``) are not read. None when there is neither.
+    """
+    lines = text.removeprefix("\ufeff").splitlines()
+    body = 0
+    if lines and lines[0].rstrip() == "---":
+        end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in _FRONT_MATTER_END), 0)
+        if end:
+            title = _front_matter_title(lines[1:end])
+            if title:
+                return title
+            body = end + 1
+    return _first_heading(lines[body:])
+
+
+def _front_matter_title(lines: Sequence[str]) -> str | None:
+    for line in lines:
+        match = _FRONT_MATTER_TITLE.fullmatch(line.rstrip())
+        if match is None:
+            continue
+        value = match.group(1)
+        if len(value) >= 2 and value[0] == value[-1] == '"':
+            value = value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+        elif len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1].replace("''", "'")
+        elif value.startswith(("|", ">")):
+            return None  # a block scalar spans lines: not read, the heading decides
+        else:
+            value = value.split(" #", 1)[0]  # a plain scalar's trailing comment
+        return value.strip() or None
+    return None
+
+
+def _first_heading(lines: Sequence[str]) -> str | None:
+    fence: str | None = None
+    for line in lines:
+        opening = _FENCE.match(line)
+        if fence is not None:
+            if opening and opening.group(1)[0] == fence[0] and len(opening.group(1)) >= len(fence):
+                fence = None
+            continue
+        if opening:
+            fence = opening.group(1)
+            continue
+        heading = _ATX_HEADING.fullmatch(line.rstrip())
+        if heading and heading.group(1) and heading.group(1).strip():
+            return heading.group(1).strip()
+    return None
+
+
 def _jsonl_document(record: Any, path: Path, line_no: int) -> tuple[Document, bool]:
     where = f"{path}, line {line_no}"
     if not isinstance(record, dict):
@@ -159,12 +231,16 @@ def _jsonl_document(record: Any, path: Path, line_no: int) -> tuple[Document, bo
     if title is not None and not isinstance(title, str):
         raise InvalidInputError(f"{where}: 'title' must be a string when present")
     meta = record.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    if not (title and title.strip()):
+        # A record exported from a framework keeps its title in metadata, as the adapters read it.
+        title = meta.get("title") if isinstance(meta.get("title"), str) else None
     return (
         Document(
             text=text,
             id=str(doc_id),
-            title=title or None,
-            metadata=meta if isinstance(meta, dict) else {},
+            title=title if title and title.strip() else None,
+            metadata=meta,
         ),
         is_beir,
     )
@@ -172,6 +248,9 @@ def _jsonl_document(record: Any, path: Path, line_no: int) -> tuple[Document, bo
 
 def read_jsonl(path: Path) -> Corpus:
     """Read a BEIR ``corpus.jsonl`` or a JSONL file of ``{"id", "text"[, "title"]}`` records.
+
+    A record's title is its ``title`` (a string; BEIR's ``""`` is no title), else a string
+    ``metadata["title"]``; a blank one is no title.
 
     Raises:
         InvalidInputError: the file is unreadable, a line is not a JSON object with an id and a
@@ -200,7 +279,10 @@ def read_jsonl(path: Path) -> Corpus:
 def read_folder(path: Path) -> Corpus:
     """Read every ``.txt`` / ``.md`` file under ``path`` (sorted by relative path) as one document.
 
-    Whitespace-only files are skipped and listed in ``Corpus.skipped``.
+    A document's id and ``metadata["path"]`` are the file's relative path, its text the file's
+    text unchanged, and a Markdown file's title its front matter's ``title:`` or first heading
+    (:func:`markdown_title`; the heading stays in the text). Whitespace-only files are skipped
+    and listed in ``Corpus.skipped``.
 
     Raises:
         InvalidInputError: a file is unreadable or not UTF-8, or no file has any text.
@@ -221,7 +303,8 @@ def read_folder(path: Path) -> Corpus:
             skipped.append(f"{rel}: empty")
             logger.warning("skipping empty corpus file %s", file)
             continue
-        docs.append(Document(text=text, id=rel, metadata={"path": rel}))
+        title = markdown_title(text) if file.suffix.lower() in MARKDOWN_SUFFIXES else None
+        docs.append(Document(text=text, id=rel, title=title, metadata={"path": rel}))
     corpus = Corpus(
         documents=tuple(docs), source=str(path), format="folder", skipped=tuple(skipped)
     )
@@ -326,6 +409,7 @@ __all__ = [
     "chunk_spans",
     "content_hash",
     "indexable_text",
+    "markdown_title",
     "read_corpus",
     "read_folder",
     "read_jsonl",

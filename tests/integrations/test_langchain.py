@@ -387,3 +387,105 @@ def test_an_async_client_engine_serves_the_one_read(
     sync_out = retriever.invoke(corpus.query)  # through the sync twin
     assert_read(sync_out, inputs, expected_read(compressor, corpus, ratio=0.5, top_n=2))
     assert async_out == sync_out
+
+
+# ---- titles from metadata --------------------------------------------------------------------
+
+TITLES = ("Banana", "Paris", 2024)
+"""The corpus' ``metadata["title"]`` values: two titles and a number (not a title: untitled),
+so titled and untitled documents mix in one call."""
+
+
+def titled_docs(corpus: Any, key: str = "title") -> list[Document]:
+    return [
+        Document(page_content=t, id=i, metadata={**m, key: title})
+        for t, i, m, title in zip(corpus.texts, corpus.ids, corpus.metadata, TITLES, strict=True)
+    ]
+
+
+def library_docs(corpus: Any, *, titled: bool = True) -> list[Any]:
+    """The same documents as the library takes them: ``ragattn.Document`` with the titles."""
+    from ragattn.types import Document as RagattnDocument
+
+    return [
+        RagattnDocument(text=t, id=i, title=title if titled and isinstance(title, str) else None)
+        for t, i, title in zip(corpus.texts, corpus.ids, TITLES, strict=True)
+    ]
+
+
+def test_a_title_in_metadata_reaches_the_read(
+    engines: tuple[Any, Any], reranker: Any, compressor: Any, corpus: Any
+) -> None:
+    """Given ``metadata["title"]``, the adapters keep exactly what the library keeps for the same
+    titled ``Document``s (kept text, spans, order, scores), through the service too; a number is
+    no title; ``title_key=None`` reads none."""
+    inputs = titled_docs(corpus)
+    titled = compressor.rerank_and_compress(corpus.query, library_docs(corpus), ratio=0.5)
+    out = RagattnCompressor(compressor=engines[1], ratio=0.5, drop_empty=False).compress_documents(
+        inputs, corpus.query
+    )
+    assert len(out) == 3
+    assert_read(out, inputs, titled, drop_empty=False)
+    assert [d.metadata["title"] for d in out] == [TITLES[r.index] for r in titled[0]]
+
+    untitled = compressor.rerank_and_compress(
+        corpus.query, library_docs(corpus, titled=False), ratio=0.5
+    )
+    blind = RagattnCompressor(compressor=engines[1], ratio=0.5, drop_empty=False, title_key=None)
+    assert_read(blind.compress_documents(inputs, corpus.query), inputs, untitled, drop_empty=False)
+
+    want = reranker.rerank(corpus.query, library_docs(corpus), top_n=None)
+    ranked = RagattnRerank(reranker=engines[0], top_n=None).compress_documents(inputs, corpus.query)
+    assert [d.id for d in ranked] == [corpus.ids[r.index] for r in want]
+    assert [d.metadata["relevance_score"] for d in ranked] == pytest.approx(
+        [r.relevance_score for r in want], abs=1e-9
+    )
+
+
+def test_titles_change_the_default_read(proxy: Any, corpus: Any) -> None:
+    """With the default method (whose document relevance reads ``title + text``), the titles from
+    metadata change the read: the adapter equals the library on the titled documents, and its
+    scores differ from the same adapter reading no titles."""
+    from ragattn.compress import Compressor
+
+    engine = Compressor(proxy)  # the default method, on the session's proxy
+    inputs = titled_docs(corpus)
+    titled = engine.rerank_and_compress(corpus.query, library_docs(corpus), ratio=0.5)
+    out = RagattnCompressor(compressor=engine, ratio=0.5, drop_empty=False).compress_documents(
+        inputs, corpus.query
+    )
+    assert_read(out, inputs, titled, drop_empty=False)
+    blind = RagattnCompressor(compressor=engine, ratio=0.5, drop_empty=False, title_key=None)
+    untitled = blind.compress_documents(inputs, corpus.query)
+    assert [d.metadata[RAW] for d in out] != [d.metadata[RAW] for d in untitled]
+
+
+def test_the_retriever_reads_titles_by_key_or_callable(
+    engines: tuple[Any, Any], compressor: Any, corpus: Any
+) -> None:
+    """``title_key`` names another metadata key, or computes the title from the document; the
+    one read then equals the library's on the titled documents, sync and async."""
+    inputs = titled_docs(corpus, key="heading")
+    titled = compressor.rerank_and_compress(corpus.query, library_docs(corpus), ratio=0.5, top_n=2)
+    for title_key in ("heading", lambda d: d.metadata.get("heading")):
+        retriever = RagattnRetriever(
+            base_retriever=ListRetriever(documents=inputs),
+            compressor=engines[1],
+            k=2,
+            ratio=0.5,
+            keep_best_sentence=False,
+            title_key=title_key,
+        )
+        out = retriever.invoke(corpus.query)
+        assert_read(out, inputs, titled)
+        assert asyncio.run(retriever.ainvoke(corpus.query)) == out
+
+
+def test_the_title_key_belongs_to_the_one_read_or_to_each_step(reranker: Any) -> None:
+    base = ListRetriever(documents=[])
+    with pytest.raises(InvalidInputError, match=re.escape("title_key configure the one read")):
+        RagattnRetriever(
+            base_retriever=base, rerank=RagattnRerank(reranker=reranker), title_key="name"
+        )
+    built = RagattnRetriever.from_engines(base, reranker=reranker, title_key="name")
+    assert built.rerank is not None and built.rerank.title_key == "name"

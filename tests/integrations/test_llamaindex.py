@@ -221,3 +221,75 @@ def test_postprocessors_work_with_no_engine_argument(corpus: Any) -> None:
     expect = expected_read(default_compressor(), corpus, ratio=0.5)
     assert_read(kept, inputs, expect, drop_empty=False)
     assert kept[0].node.node_id == "paris"  # the packaged default ranks the answer first
+
+
+# ---- titles from metadata --------------------------------------------------------------------
+
+TITLES = ("Banana", "Paris", 2024)
+"""The nodes' ``metadata["title"]`` values: two titles and a number (not a title: untitled), so
+titled and untitled nodes mix in one call."""
+
+
+def titled_nodes(corpus: Any, key: str = "title") -> list[NodeWithScore]:
+    return [
+        NodeWithScore(node=TextNode(text=t, id_=i, metadata={**m, key: title}), score=0.5)
+        for t, i, m, title in zip(corpus.texts, corpus.ids, corpus.metadata, TITLES, strict=True)
+    ]
+
+
+def library_docs(corpus: Any, *, titled: bool = True) -> list[Any]:
+    """The same documents as the library takes them: ``ragattn.Document`` with the titles."""
+    from ragattn.types import Document
+
+    return [
+        Document(text=t, id=i, title=title if titled and isinstance(title, str) else None)
+        for t, i, title in zip(corpus.texts, corpus.ids, TITLES, strict=True)
+    ]
+
+
+def test_a_title_in_metadata_reaches_the_read(
+    engines: tuple[Any, Any], reranker: Any, compressor: Any, corpus: Any
+) -> None:
+    """Given ``node.metadata["title"]``, the postprocessors keep exactly what the library keeps
+    for the same titled ``Document``s (kept text, spans, order, scores), through the service too;
+    a number is no title; ``title_key=None`` reads none."""
+    inputs = titled_nodes(corpus)
+    titled = compressor.rerank_and_compress(corpus.query, library_docs(corpus), ratio=0.5)
+    post = RagattnCompressPostprocessor(compressor=engines[1], ratio=0.5, drop_empty=False)
+    out = post.postprocess_nodes(inputs, query_str=corpus.query)
+    assert len(out) == 3
+    assert_read(out, inputs, titled, drop_empty=False)
+    assert [n.node.metadata["title"] for n in out] == [TITLES[r.index] for r in titled[0]]
+
+    untitled = compressor.rerank_and_compress(
+        corpus.query, library_docs(corpus, titled=False), ratio=0.5
+    )
+    blind = RagattnCompressPostprocessor(
+        compressor=engines[1], ratio=0.5, drop_empty=False, title_key=None
+    )
+    assert_read(
+        blind.postprocess_nodes(inputs, query_str=corpus.query), inputs, untitled, drop_empty=False
+    )
+
+    want = reranker.rerank(corpus.query, library_docs(corpus), top_n=None)
+    rerank = RagattnRerankPostprocessor(reranker=engines[0], top_n=None)
+    ranked = rerank.postprocess_nodes(inputs, query_str=corpus.query)
+    assert [n.node.node_id for n in ranked] == [corpus.ids[r.index] for r in want]
+    assert [n.score for n in ranked] == pytest.approx([r.relevance_score for r in want], abs=1e-9)
+
+
+def test_a_query_engine_reads_titles_by_callable(
+    engines: tuple[Any, Any], compressor: Any, corpus: Any
+) -> None:
+    """``title_key`` as a callable of the node, inside a query engine: its source nodes are the
+    library's one read of the titled documents."""
+    inputs = titled_nodes(corpus, key="heading")
+    post = RagattnCompressPostprocessor(
+        compressor=engines[1], ratio=0.5, top_n=2, title_key=lambda n: n.metadata.get("heading")
+    )
+    engine = SummaryIndex([n.node for n in inputs]).as_query_engine(
+        llm=MockLLM(), node_postprocessors=[post]
+    )
+    response = engine.query(corpus.query)
+    pair = compressor.rerank_and_compress(corpus.query, library_docs(corpus), ratio=0.5, top_n=2)
+    assert_read(response.source_nodes, inputs, pair)

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from ragattn.errors import InvalidInputError
-from ragattn.retrieve.corpus import chunk_documents, chunk_spans, read_corpus, with_ids
+from ragattn.retrieve.corpus import (
+    chunk_documents,
+    chunk_spans,
+    markdown_title,
+    read_corpus,
+    with_ids,
+)
 from ragattn.types import Document
 
 
@@ -42,6 +48,82 @@ def test_read_folder_sorted_relative_ids_skips_hidden_and_empty(tmp_path: Path) 
     assert corpus.format == "folder"
     assert [d.id for d in corpus.documents] == ["b.md", "sub/a.txt"]
     assert corpus.skipped == ("empty.txt: empty",)
+
+
+def test_read_jsonl_title_from_metadata_when_the_record_has_none(tmp_path: Path) -> None:
+    """A record exported from a framework keeps its title in metadata, as the adapters read it;
+    a top-level title wins, and a blank or non-string one is no title."""
+    path = tmp_path / "docs.jsonl"
+    records = [
+        {"id": "a", "text": "x", "metadata": {"title": "Meta A"}},
+        {"id": "b", "text": "y", "title": "Top B", "metadata": {"title": "Meta B"}},
+        {"id": "c", "text": "z", "title": "  ", "metadata": {"title": 3}},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    corpus = read_corpus(path)
+    assert [(d.id, d.title) for d in corpus.documents] == [
+        ("a", "Meta A"),
+        ("b", "Top B"),
+        ("c", None),
+    ]
+    assert corpus.documents[0].metadata == {"title": "Meta A"}  # metadata kept as read
+
+
+def test_read_folder_takes_markdown_headings_as_titles_and_keeps_the_text(tmp_path: Path) -> None:
+    """A Markdown file's front-matter title or first heading is its title; the text is the file
+    as written (heading and front matter included), so offsets stay offsets into the file; a
+    .txt file is untitled, and titled and untitled documents sit in one corpus."""
+    files = {
+        "eiffel.md": "# Eiffel Tower\n\nThe tower was completed in 1889.\n",
+        "front.md": "---\ntitle: 'Louvre Museum'\ntags: [art]\n---\n# Louvre\n\nIt holds art.\n",
+        "plain.md": "No heading here, only text.\n",
+        "notes.txt": "# Not a title in a text file\n",
+        "sub/deep.md": "Intro.\n\n```sh\n# a comment, not a heading\n```\n\n## Rhine ##\nRiver.\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    corpus = read_corpus(tmp_path)
+    assert [(d.id, d.title) for d in corpus.documents] == [
+        ("eiffel.md", "Eiffel Tower"),
+        ("front.md", "Louvre Museum"),
+        ("notes.txt", None),
+        ("plain.md", None),
+        ("sub/deep.md", "Rhine"),
+    ]
+    assert {d.id: d.text for d in corpus.documents} == files
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        ("# Eiffel Tower\n\nbody", "Eiffel Tower"),
+        ("\ufeff# With a BOM\r\nbody", "With a BOM"),
+        ("   ### Indented ###  \nbody", "Indented"),
+        ("Intro.\n\n## Later Section\n", "Later Section"),
+        ("~~~\n# inside a fence\n~~~\n# After the fence\n", "After the fence"),
+        ('---\ntitle: "Say \\"hi\\""\n---\n# Heading\n', 'Say "hi"'),
+        ("---\nTitle: plain words # a comment\n...\n# Heading\n", "plain words"),
+        ("---\nauthor: me\n# yaml comment\n---\n# Heading\n", "Heading"),
+        ("---\ntitle: >\n  folded\n---\n# Heading\n", "Heading"),
+        ("---\ntitle: ''\n---\nno heading\n", None),
+        ("#hashtag\n#\n####### seven\n    # indented code\n", None),
+        ("Title\n=====\nsetext headings are not read\n", None),
+    ],
+)
+def test_markdown_title(text: str, title: str | None) -> None:
+    assert markdown_title(text) == title
+
+
+def test_demo_corpus_is_titled() -> None:
+    """The shipped demo corpus starts every file with a heading: all twelve are titled."""
+    from ragattn.pipeline import demo_corpus_dir
+
+    corpus = read_corpus(demo_corpus_dir())
+    titles = {d.id: d.title for d in corpus.documents}
+    assert len(titles) == 12 and all(titles.values())
+    assert titles["eiffel-tower.md"] == "Eiffel Tower"
+    assert titles["statue-of-liberty.md"] == "Statue of Liberty"
 
 
 def test_empty_jsonl_is_a_clear_error(tmp_path: Path) -> None:

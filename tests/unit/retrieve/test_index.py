@@ -214,3 +214,59 @@ def test_rebuild_reencodes_only_changed_documents(
     assert rebuilt.manifest.reused_vectors == 4
     fresh = Index.build(edited, tmp_path / "fresh", embedder=embedder)
     assert _results(Index.load(out, embedder=embedder)) == _results(fresh)
+
+
+def test_markdown_folder_indexes_its_headings_as_titles(tmp_path: Path) -> None:
+    """A folder of Markdown files: each file's first heading (or front-matter title) is the title
+    of every chunk of it, stored, loaded back, searchable (BM25 indexes ``title + text``) and on
+    every hit; untitled files sit beside titled ones; the text is the file as written."""
+    from typer.testing import CliRunner
+
+    from ragattn.cli.index import index_app
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    long_text = "# Zanzibar Archipelago\n\n" + " ".join(f"w{i}" for i in range(300))
+    (folder / "long.md").write_text(long_text)
+    (folder / "front.md").write_text("---\ntitle: Quokka Island\n---\nA small marsupial.\n")
+    (folder / "plain.txt").write_text("tiny note about zebras")
+    out = tmp_path / "idx"
+    built = Index.build(folder, out, dense=False)
+    want = {
+        "front.md": "Quokka Island",
+        "long.md#0": "Zanzibar Archipelago",
+        "long.md#1": "Zanzibar Archipelago",
+        "plain.txt": None,
+    }
+    assert {d.id: d.title for d in built.documents} == want
+    loaded = Index.load(out)
+    assert {d.id: d.title for d in loaded.documents} == want
+    first = loaded.documents[1]  # long.md#0: the heading line stays in the text
+    assert first.text.startswith("# Zanzibar Archipelago\n\nw0 w1")
+    assert long_text[first.metadata["start"] : first.metadata["end"]] == first.text
+    hits = loaded.search("quokka", 2, mode="bm25")  # only the title names it
+    assert (hits[0].doc_id, hits[0].title) == ("front.md", "Quokka Island")
+    deep = loaded.search("zanzibar w290", 1, mode="bm25")[0]  # a chunk past the heading
+    assert (deep.doc_id, deep.title) == ("long.md#1", "Zanzibar Archipelago")
+
+    runner = CliRunner()
+    result = runner.invoke(
+        index_app,
+        ["build", "--corpus", str(folder), "--out", str(out), "--no-dense", "--no-progress"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "titled: 3 of 4 documents" in result.output
+    result = runner.invoke(index_app, ["search", str(out), "quokka", "-k", "1", "--mode", "bm25"])
+    assert result.exit_code == 0, result.output
+    assert "front.md  [Quokka Island]  --- title: Quokka Island" in result.output
+
+
+def test_an_index_built_without_titles_still_loads(tmp_path: Path) -> None:
+    """An index written before folders were titled has ``"title": null`` records: it loads and
+    searches as before (its titles arrive with a rebuild)."""
+    out = tmp_path / "idx"
+    Index.build([Document(id="a.md", text="# Alpha\n\nalpha text")], out, dense=False)
+    record = json.loads((out / "documents.jsonl").read_text())
+    assert record["title"] is None
+    loaded = Index.load(out)
+    assert [(h.doc_id, h.title) for h in loaded.search("alpha", 1)] == [("a.md", None)]
