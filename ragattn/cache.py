@@ -2,7 +2,9 @@
 
 A cache never changes an answer and never fails a request: every Redis problem (connection,
 timeout, out of memory, protocol) is logged, counted in :class:`CacheStats` and treated as a miss.
-Values are opaque bytes; callers serialize.
+Values are opaque bytes; callers serialize. Everything in a process that talks to one Redis (the
+cache, the service's shared rate limit) goes through one :class:`RedisCircuit`, so a hung Redis
+costs a request at most one timeout.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ import json
 import logging
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from urllib.parse import urlsplit
 
 from ragattn._optional import require
 from ragattn.errors import InvalidInputError
@@ -196,15 +200,123 @@ class MemoryCache:
             self._items.clear()
 
 
+def _where(url: str) -> str:
+    """``host:port`` (or the socket path) of a Redis URL, for logs: never its credentials."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port or 6379}" if parts.hostname else parts.path
+
+
+class RedisCircuit:
+    """The circuit breaker of one Redis, shared by everything in this process that talks to it:
+    the cache's reads and writes and the service's shared rate limit.
+
+    A hung Redis (stopped, not down: connections are accepted, commands never answered) costs
+    every call the full timeout. With a breaker per call site a request paid it once per site,
+    the rate limit, the cache read and the cache write: three timeouts. Here the first call that
+    finds Redis unreachable (a timeout, a refused or broken connection) opens the circuit, and
+    every caller then leaves Redis alone for ``cooldown_s`` (the call is *bypassed*: the cache
+    misses, the rate limit decides per process). After the cooldown one call at a time is let
+    through (the probe; the others stay bypassed for another cooldown unless it succeeds): its
+    success closes the circuit, its failure opens it for another cooldown. So a request pays at
+    most one timeout, and none while the circuit is open.
+
+    An error that Redis answers with (a full ``noeviction`` Redis refusing a SET) shows Redis is
+    reachable: it leaves the circuit closed, and the caller decides what to skip.
+
+    Get the one for a URL from :meth:`of`; counters are this process's.
+    """
+
+    _circuits: ClassVar[weakref.WeakValueDictionary[tuple[str, float], RedisCircuit]] = (
+        weakref.WeakValueDictionary()
+    )
+    _circuits_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, url: str, *, cooldown_s: float = 1.0) -> None:
+        self.url = url
+        self.cooldown_s = cooldown_s
+        self.failures = 0
+        """Calls that found Redis unreachable (each opened the circuit or kept it open)."""
+        self.bypassed = 0
+        """Calls not sent to Redis because the circuit was open."""
+        self._open = False
+        self._retry_at = 0.0
+        # One event loop calls in the service; library users may share a cache across threads.
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, url: str, *, cooldown_s: float = 1.0) -> RedisCircuit:
+        """The circuit of the Redis at ``url`` in this process, made on first use and kept while
+        anything holds it (a cache, a rate limiter, the service's metrics)."""
+        key = (url, cooldown_s)
+        with cls._circuits_lock:
+            circuit = cls._circuits.get(key)
+            if circuit is None:
+                circuit = cls(url, cooldown_s=cooldown_s)
+                cls._circuits[key] = circuit
+            return circuit
+
+    @property
+    def is_open(self) -> bool:
+        """True from a failure until a call succeeds again (Redis is bypassed meanwhile)."""
+        return self._open
+
+    def admit(self) -> bool:
+        """Whether a call may go to Redis now; False (counted as bypassed) while the circuit is
+        open, except for one probe per cooldown."""
+        with self._lock:
+            if not self._open:
+                return True
+            now = time.monotonic()
+            if now >= self._retry_at:
+                self._retry_at = now + self.cooldown_s  # this call probes; the rest wait
+                return True
+            self.bypassed += 1
+            return False
+
+    def unreachable(self, exc: BaseException) -> bool:
+        """True for a failure that says Redis cannot be reached (it opens the circuit), False
+        for an error Redis answered with."""
+        return isinstance(exc, redis_unreachable_errors())
+
+    def succeeded(self) -> None:
+        """A call was answered: close the circuit."""
+        if not self._open:  # the common case, without the lock
+            return
+        with self._lock:
+            was_open, self._open = self._open, False
+        if was_open:
+            logger.info(
+                "redis at %s answers again; the cache and the rate limit use it", _where(self.url)
+            )
+
+    def failed(self, what: str, exc: BaseException) -> None:
+        """``what`` found Redis unreachable: open the circuit for ``cooldown_s``."""
+        with self._lock:
+            self.failures += 1
+            self._retry_at = time.monotonic() + self.cooldown_s
+            opened, self._open = not self._open, True
+        log = logger.warning if opened else logger.debug
+        log(
+            "redis at %s unreachable (%s: %s: %s); the cache and the rate limit bypass it, "
+            "tried again every %.1fs",
+            _where(self.url),
+            what,
+            type(exc).__name__,
+            exc,
+            self.cooldown_s,
+        )
+
+
 class RedisCache:
     """Redis through redis-py's asyncio client; any Redis failure is a counted miss.
 
-    Reads and writes fail independently: a full Redis (``maxmemory`` with ``noeviction``) refuses
-    every SET yet still serves GETs, so a failed write must not stop the reads. Each operation kind
-    has its own small circuit breaker: after a failure that kind is bypassed for ``cooldown_s``,
-    so a hung or stopped Redis does not add its timeout to every request (bypassed lookups count
-    as misses and errors). A connection error is retried once on a fresh connection: after a Redis
-    restart the pooled connections are stale, and the first command on each would fail otherwise.
+    An unreachable Redis opens the process's :class:`RedisCircuit` for this Redis, shared with
+    the rate limit: reads and writes then bypass it for the cooldown (bypassed lookups count as
+    misses and errors), so a hung Redis costs a request at most one timeout. A write that Redis
+    refuses (``maxmemory`` with ``noeviction``) stops only the writes for the cooldown: a full
+    Redis still serves its GETs. A connection error is retried once on a fresh connection: after
+    a Redis restart the pooled connections are stale, and the first command on each would fail
+    otherwise.
     """
 
     name = "redis"
@@ -216,41 +328,46 @@ class RedisCache:
         ttl_s: int = 86_400,
         timeout_s: float = 1.0,
         cooldown_s: float = 1.0,
+        circuit: RedisCircuit | None = None,
     ) -> None:
         self.url = url
         self.ttl_s = ttl_s
         self.cooldown_s = cooldown_s
         self.stats = CacheStats()
-        self._down_until: dict[str, float] = {"read": 0.0, "write": 0.0}
+        self.circuit = (
+            circuit if circuit is not None else RedisCircuit.of(url, cooldown_s=cooldown_s)
+        )
+        self._writes_refused_until = 0.0
         self._errors: tuple[type[BaseException], ...] = redis_errors()
         self._client = redis_client(url, timeout_s=timeout_s)
 
-    def _available(self, kind: str) -> bool:
-        return time.monotonic() >= self._down_until[kind]
-
-    def _failed(self, kind: str, op: str, exc: BaseException) -> None:
+    def _failed(self, op: str, exc: BaseException) -> None:
         self.stats.errors += 1
-        self._down_until[kind] = time.monotonic() + self.cooldown_s
+        if self.circuit.unreachable(exc):
+            self.circuit.failed(f"cache {op}", exc)
+            return
+        if op == "SET":  # e.g. OOM: Redis answers, but refuses to store; reads still work
+            self._writes_refused_until = time.monotonic() + self.cooldown_s
         logger.warning(
-            "redis %s failed (%s: %s); %ss bypassed for %.1fs",
+            "redis %s refused (%s: %s)%s",
             op,
             type(exc).__name__,
             exc,
-            kind,
-            self.cooldown_s,
+            f"; writes skipped for {self.cooldown_s:.1f}s" if op == "SET" else "",
         )
 
     async def get(self, key: str) -> bytes | None:
-        if not self._available("read"):
+        if not self.circuit.admit():
             self.stats.errors += 1
             self.stats.misses += 1
             return None
         try:
             value = await self._client.get(key)
         except self._errors as exc:
-            self._failed("read", "GET", exc)
+            self._failed("GET", exc)
             self.stats.misses += 1
             return None
+        self.circuit.succeeded()
         if value is None:
             self.stats.misses += 1
             return None
@@ -258,34 +375,37 @@ class RedisCache:
         return bytes(value)
 
     async def set(self, key: str, value: bytes) -> None:
-        if not self._available("write"):
+        if time.monotonic() < self._writes_refused_until or not self.circuit.admit():
             return
         try:
             await self._client.set(key, value, ex=self.ttl_s)
         except self._errors as exc:
-            self._failed("write", "SET", exc)
+            self._failed("SET", exc)
             return
+        self.circuit.succeeded()
         self.stats.sets += 1
 
     async def ping(self) -> bool:
-        """True when Redis answers now; never raises."""
+        """True when Redis answers now; never raises (and never consults the circuit)."""
         try:
             return bool(await self._client.ping())
         except self._errors:
             return False
 
     async def healthy(self) -> bool:
-        """False while reads fail: the read breaker is open or a PING gets no answer in time.
+        """False while Redis is unreachable: the circuit is open, or a PING gets no answer in time.
 
-        Failing writes alone (a full Redis) leave it healthy: cached answers are still served.
+        Refused writes alone (a full Redis) leave it healthy: cached answers are still served.
         """
-        if not self._available("read"):
+        if not self.circuit.admit():
             return False
         try:
-            return bool(await self._client.ping())
+            answered = bool(await self._client.ping())
         except self._errors as exc:
-            self._failed("read", "PING", exc)
+            self._failed("PING", exc)
             return False
+        self.circuit.succeeded()
+        return answered
 
     async def close(self) -> None:
         try:
@@ -329,6 +449,16 @@ def redis_errors() -> tuple[type[BaseException], ...]:
     return (RedisError, OSError, asyncio.TimeoutError)
 
 
+def redis_unreachable_errors() -> tuple[type[BaseException], ...]:
+    """The failures of :func:`redis_errors` that say Redis cannot be reached now (no answer in
+    time, a refused or broken connection, a Redis still loading its data), as opposed to an error
+    Redis answered with (``OutOfMemoryError``, any other ``ResponseError``)."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return (RedisConnectionError, RedisTimeoutError, OSError, asyncio.TimeoutError)
+
+
 class NullCache:
     """The ``none`` backend: every lookup is a miss; nothing is stored."""
 
@@ -358,9 +488,11 @@ __all__ = [
     "MemoryCache",
     "NullCache",
     "RedisCache",
+    "RedisCircuit",
     "cache_key",
     "cached_value",
     "redis_client",
     "redis_errors",
+    "redis_unreachable_errors",
     "storing",
 ]

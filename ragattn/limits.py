@@ -28,8 +28,10 @@ from typing import Any
 
 from ragattn.errors import InputTooLargeError, InvalidInputError, TokenizerError
 from ragattn.request_budget import MAX_TOKENS, RequestBudget
+from ragattn.settings import COUNT_CEILING, TOKEN_CEILING
 from ragattn.token_bounds import TokenFloor, longest_token_chars
 from ragattn.types import Document
+from ragattn.validation import shown
 
 _FLOOR_GROUP_CHARS = 1 << 18
 """Characters bounded in one vectorized step of :meth:`LimitChecker.precheck`; the sum is checked
@@ -54,6 +56,9 @@ class Limits:
         request_budget_basis: how ``max_request_tokens`` was derived when
             ``RAGATTN_MAX_REQUEST_TOKENS`` is unset (:meth:`RequestBudget.basis
             <ragattn.request_budget.RequestBudget.basis>`); the 413 says it.
+
+    Each count is at most its settings' ceiling (:data:`~ragattn.settings.COUNT_CEILING`
+    documents, :data:`~ragattn.settings.TOKEN_CEILING` tokens), whoever builds the limits.
     """
 
     max_documents: int = 1000
@@ -67,8 +72,11 @@ class Limits:
             if f.name == "request_budget_basis":
                 continue
             value = getattr(self, f.name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInputError(f"{f.name} must be a positive integer, got {value!r}")
+            ceiling = COUNT_CEILING if f.name == "max_documents" else TOKEN_CEILING
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= ceiling:
+                raise InvalidInputError(
+                    f"{f.name} must be a positive integer of at most {ceiling}, got {shown(value)}"
+                )
 
     @classmethod
     def from_settings(cls, settings: Any, budget: RequestBudget | None = None) -> Limits:

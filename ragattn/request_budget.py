@@ -13,6 +13,11 @@ no compressor could be built), stated by ``RAGATTN_TOKENS_PER_SECOND`` or measur
 :func:`measure_tokens_per_second`: one timed call on a fixed synthetic input of
 :data:`MEASURE_TOKENS` proxy tokens, after the warm-up. An explicit ``RAGATTN_MAX_REQUEST_TOKENS``
 always wins, and no deadline (``RAGATTN_REQUEST_TIMEOUT_S=0``) gives :data:`MAX_TOKENS`.
+
+One measurement differs from the next (3,328 to 3,840 tokens on one machine at a 30 s deadline),
+so replicas that each measured would refuse different requests. With a
+:class:`ThroughputRecord` (the service passes one in Redis when replicas share a Redis) the first
+replica's measurement is recorded and every later replica adopts it instead of measuring.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ragattn.contract import CompressEngine, RerankEngine
 from ragattn.settings import Settings
@@ -43,10 +48,28 @@ default cascade reads 80 % of a context of 1,024 tokens or more), so the estimat
 MEASURE_DOCUMENTS = 8
 """Documents the synthetic input is split into, like a small retrieval result."""
 
-BudgetSource = Literal["setting", "stated", "measured", "no_deadline", "not_measured"]
+BudgetSource = Literal["setting", "stated", "measured", "shared", "no_deadline", "not_measured"]
 """Where the budget came from: ``RAGATTN_MAX_REQUEST_TOKENS``; derived from
-``RAGATTN_TOKENS_PER_SECOND`` or from the start-up measurement; the ceiling because there is no
-deadline, or because nothing was measured (engines handed in to ``create_app``)."""
+``RAGATTN_TOKENS_PER_SECOND``, from this process's start-up measurement, or from the one recorded
+for every replica (:class:`ThroughputRecord`); the ceiling because there is no deadline, or because
+nothing was measured (engines handed in to ``create_app``)."""
+
+
+class ThroughputRecord(Protocol):
+    """The one measured throughput of a deployment, shared by its replicas (e.g. in Redis).
+
+    Neither method raises: a record that cannot be read or written answers None, and the replica
+    then keeps its own measurement (logged by the record).
+    """
+
+    def get(self) -> float | None:
+        """The recorded proxy tokens per second, or None (none yet, or unreadable)."""
+        ...
+
+    def publish(self, tokens_per_second: float) -> float | None:
+        """Record ``tokens_per_second`` unless a value is there already; return the value now
+        recorded (another replica's when it came first), or None when the record failed."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,11 +99,11 @@ class RequestBudget:
             return f"{unset} and no deadline: the ceiling {MAX_TOKENS}"
         if self.source == "not_measured":
             return f"{unset}: the ceiling {MAX_TOKENS}, throughput not measured"
-        how = (
-            "stated by RAGATTN_TOKENS_PER_SECOND"
-            if self.source == "stated"
-            else "of rerank_compress measured at start-up"
-        )
+        how = {
+            "stated": "stated by RAGATTN_TOKENS_PER_SECOND",
+            "shared": "of rerank_compress measured at start-up by the first replica and "
+            "recorded for all",
+        }.get(self.source, "of rerank_compress measured at start-up")
         return (
             f"{unset}: {SAFETY:g} × the {self.deadline_s:g} s deadline × "
             f"{self.tokens_per_second:.0f} tokens/s {how}, in steps of {STEP_TOKENS} within "
@@ -110,33 +133,58 @@ def derive_budget(tokens_per_second: float, deadline_s: float) -> int:
     return max(MIN_TOKENS, min(MAX_TOKENS, tokens // STEP_TOKENS * STEP_TOKENS))
 
 
-def choose_budget(settings: Settings, measure: Callable[[], float] | None) -> RequestBudget:
-    """The request budget of ``settings`` on this machine.
+def choose_budget(
+    settings: Settings,
+    measure: Callable[[], float] | None,
+    *,
+    record: ThroughputRecord | None = None,
+) -> RequestBudget:
+    """The request budget of ``settings`` on this machine, or on every replica of the deployment
+    when they share a ``record``.
 
     Args:
         settings: ``max_request_tokens`` wins when set; else ``request_timeout_s`` and
             ``tokens_per_second`` derive it.
         measure: returns the measured throughput (proxy tokens per second of the slowest verb);
-            called only when the budget needs it. None: nothing can be measured (the budget is
-            then :data:`MAX_TOKENS`, as before it followed the deadline).
+            called only when the budget needs it and ``record`` holds none yet. None: nothing
+            can be measured (the budget is then :data:`MAX_TOKENS`, as before it followed the
+            deadline; ``record`` is not read).
+        record: the deployment's recorded throughput: adopted when present, else this
+            measurement is published to it (and another replica's adopted, had it come first).
     """
     deadline = settings.request_timeout_s
     if settings.max_request_tokens is not None:
         return RequestBudget(tokens=settings.max_request_tokens, source="setting")
     if deadline <= 0:
         return RequestBudget(tokens=MAX_TOKENS, source="no_deadline")
+    source: BudgetSource
     if settings.tokens_per_second is not None:
         tps, source = settings.tokens_per_second, "stated"
-    elif measure is not None:
-        tps, source = measure(), "measured"
-    else:
+    elif measure is None:
         return RequestBudget(tokens=MAX_TOKENS, source="not_measured", deadline_s=deadline)
+    else:
+        tps, source = _measured(measure, record)
     return RequestBudget(
         tokens=derive_budget(tps, deadline),
-        source=source,  # type: ignore[arg-type]
+        source=source,
         tokens_per_second=tps,
         deadline_s=deadline,
     )
+
+
+def _measured(
+    measure: Callable[[], float], record: ThroughputRecord | None
+) -> tuple[float, BudgetSource]:
+    """The recorded throughput if there is one, else this measurement (published to the record,
+    which keeps the first replica's if two measured at once)."""
+    if record is None:
+        return measure(), "measured"
+    recorded = record.get()
+    if recorded is not None:
+        return recorded, "shared"
+    tps = measure()
+    agreed = record.publish(tps)
+    return (agreed, "shared") if agreed is not None else (tps, "measured")
 
 
 def synthetic_input(
@@ -194,6 +242,7 @@ __all__ = [
     "STEP_TOKENS",
     "BudgetSource",
     "RequestBudget",
+    "ThroughputRecord",
     "choose_budget",
     "derive_budget",
     "measure_tokens_per_second",

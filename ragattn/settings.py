@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from ragattn.errors import ConfigError
@@ -36,6 +38,94 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _MASK = "***"
 """What a secret is shown as in ``repr`` (the whole value: not even its length is shown)."""
+_MAX_ECHO_CHARS = 64
+"""Most characters of a refused value repeated in a :class:`ConfigError` message (as the
+service's error messages do; this module imports nothing of the service)."""
+
+COUNT_CEILING = 1_000_000
+"""The most documents any setting (``RAGATTN_MAX_DOCUMENTS``) or request (``top_n``, ``top_k``,
+``k``) may name: a bound checked before any arithmetic, not a tuning knob."""
+TOKEN_CEILING = 10_000_000
+"""The most proxy tokens any setting (``RAGATTN_MAX_*_TOKENS``, a cascade's ``@CAP``) or budget
+(``target_tokens``) may name."""
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The range of one numeric setting: ``low``..``high`` inclusive (``low`` excluded when
+    ``open_low``); ``integer`` settings take whole numbers only. ``note`` says what the lowest
+    value means (``0 = off``)."""
+
+    low: float
+    high: float
+    integer: bool = True
+    open_low: bool = False
+    note: str = ""
+
+    def span(self) -> str:
+        """The range as the documentation writes it: ``1..1000000``, ``(0, 1000000000]``."""
+        low, high = _plain_number(self.low), _plain_number(self.high)
+        if self.integer:
+            return f"{low}..{high}"
+        return f"{'(' if self.open_low else '['}{low}, {high}]"
+
+    def describe(self) -> str:
+        """What the setting takes: ``a positive integer``, ``a number >= 0 (0 = none)``."""
+        low = _plain_number(self.low)
+        if self.integer:
+            kind = "a positive integer" if self.low == 1 else f"an integer >= {low}"
+        else:
+            kind = f"a number {'>' if self.open_low else '>='} {low}"
+        return kind + (f" ({self.note})" if self.note else "")
+
+    def admits(self, value: object) -> bool:
+        """``value`` is a number of the right kind within the range (NaN and infinities never)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.integer and not isinstance(value, int):
+            return False
+        if not math.isfinite(value):
+            return False
+        above = value > self.low if self.open_low else value >= self.low
+        return above and value <= self.high
+
+
+def _plain_number(value: float) -> str:
+    """``1000000`` rather than ``1e+06``: a bound as an operator types it."""
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+_OFF = "0 = off"
+_NONE = "0 = none"
+BOUNDS: Mapping[str, Bound] = MappingProxyType(
+    {
+        "threads": Bound(1, 1024),
+        "block_store_mb": Bound(0, 1_048_576, note=_OFF),
+        "max_documents": Bound(1, COUNT_CEILING),
+        "max_query_tokens": Bound(1, TOKEN_CEILING),
+        "max_tokens_per_doc": Bound(1, TOKEN_CEILING),
+        "max_request_tokens": Bound(1, TOKEN_CEILING),
+        "tokens_per_second": Bound(0, 1e9, integer=False, open_low=True),
+        "max_body_bytes": Bound(1, 1 << 30),
+        "max_header_bytes": Bound(1, 1 << 20),
+        "body_timeout_s": Bound(0, 86_400, integer=False, note=_NONE),
+        "redis_timeout_s": Bound(0, 3_600, integer=False, open_low=True),
+        "cache_ttl_s": Bound(1, 315_360_000),
+        "cache_max_items": Bound(1, 100_000_000),
+        "rate_limit_per_minute": Bound(0, 1_000_000, note=_OFF),
+        "queue_size": Bound(1, 100_000),
+        "request_timeout_s": Bound(0, 86_400, integer=False, note=_NONE),
+        "shutdown_grace_s": Bound(0, 86_400, integer=False),
+        "redis_cooldown_s": Bound(0, 3_600, integer=False),
+        "generator_max_tokens": Bound(1, 100_000),
+        "port": Bound(1, 65_535),
+    }
+)
+"""The range of every numeric ``RAGATTN_*`` setting (docs/service.md, "Settings", states each):
+a value outside it, NaN or an infinity is a :class:`ConfigError` naming the variable and the
+range, raised by :meth:`Settings.from_env` before anything is loaded. Bounded so that no value
+can overflow what is computed from it (``RAGATTN_TOKENS_PER_SECOND`` x
+``RAGATTN_REQUEST_TIMEOUT_S`` is the request budget)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,8 +221,9 @@ class Settings:
     shutdown_grace_s: float = 30.0
     """On SIGTERM, how long in-flight requests may take to finish before the server closes."""
     redis_cooldown_s: float = 1.0
-    """After a failed Redis read (or write), how long reads (or writes) bypass Redis, seconds;
-    the two kinds fail independently, so a full Redis still serves hits."""
+    """After Redis is found unreachable, how long the cache and the rate limit both bypass it,
+    seconds (one circuit per Redis); a Redis that answers with an error (a full one refusing
+    writes) pauses only the cache's writes this long, so it still serves hits."""
 
     models_dir: str | None = None
     """A directory laid out like the packaged learned assets (``<proxy>/<file>``: probes, head
@@ -210,18 +301,34 @@ def _parse_str(name: str, raw: str) -> str:
     return raw
 
 
+def _shown(value: object) -> str:
+    """``value`` for a message: its ``repr``, cut to :data:`_MAX_ECHO_CHARS` characters with its
+    length stated (a 23-digit or 4,000-character value is not repeated whole)."""
+    if isinstance(value, str):
+        if len(value) <= _MAX_ECHO_CHARS:
+            return repr(value)
+        return f"{value[:_MAX_ECHO_CHARS]!r}... ({len(value)} characters)"
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for Python to write in decimal
+        return "an integer of more than 4300 digits"
+    if len(text) <= _MAX_ECHO_CHARS:
+        return text
+    return f"{text[:_MAX_ECHO_CHARS]}... ({len(text)} characters)"
+
+
 def _parse_int(name: str, raw: str) -> int:
     try:
         return int(raw.replace("_", ""))
     except ValueError:
-        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
+        raise ConfigError(f"{name} must be an integer, got {_shown(raw)}") from None
 
 
 def _parse_float(name: str, raw: str) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+        raise ConfigError(f"{name} must be a number, got {_shown(raw)}") from None
 
 
 def _parse_keys(name: str, raw: str) -> tuple[str, ...]:
@@ -267,10 +374,6 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
 }
 
 
-def _positive_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
-
-
 def _env(field_name: str) -> str:
     return ENV_PREFIX + field_name.upper()
 
@@ -281,45 +384,24 @@ def _validate(s: Settings) -> None:
 
 
 def _validate_numbers(s: Settings) -> None:
-    env = _env
-    positive = (
-        "max_documents",
-        "max_query_tokens",
-        "max_tokens_per_doc",
-        "max_body_bytes",
-        "max_header_bytes",
-        "cache_ttl_s",
-        "cache_max_items",
-        "queue_size",
-        "generator_max_tokens",
+    """Every numeric setting within its :data:`BOUNDS` (``None`` where it means unset)."""
+    optional = ("threads", "max_request_tokens", "tokens_per_second")
+    for name, bound in BOUNDS.items():
+        value = getattr(s, name)
+        if value is None and name in optional:
+            continue
+        if not bound.admits(value):
+            raise ConfigError(_out_of_range(name, bound, value))
+
+
+def _out_of_range(name: str, bound: Bound, value: object) -> str:
+    if name == "port":
+        return f"{_env(name)} must be in {bound.span()}, got {_shown(value)}"
+    unset = " (unset: derived from the deadline)" if name == "max_request_tokens" else ""
+    return (
+        f"{_env(name)} must be {bound.describe()}{unset}, got {_shown(value)} "
+        f"(range {bound.span()})"
     )
-    for name in positive:
-        value = getattr(s, name)
-        if not _positive_int(value):
-            raise ConfigError(f"{env(name)} must be a positive integer, got {value!r}")
-    budget = s.max_request_tokens
-    if budget is not None and not _positive_int(budget):
-        raise ConfigError(
-            f"{env('max_request_tokens')} must be a positive integer (unset: derived from the "
-            f"deadline), got {budget!r}"
-        )
-    tps = s.tokens_per_second
-    if tps is not None and (not isinstance(tps, int | float) or not 0 < tps < float("inf")):
-        raise ConfigError(f"{env('tokens_per_second')} must be a number > 0, got {tps!r}")
-    if s.threads is not None and s.threads < 1:
-        raise ConfigError(f"{env('threads')} must be >= 1, got {s.threads!r}")
-    if s.rate_limit_per_minute < 0:
-        raise ConfigError(f"{env('rate_limit_per_minute')} must be >= 0 (0 = off)")
-    if not isinstance(s.block_store_mb, int) or s.block_store_mb < 0:
-        raise ConfigError(f"{env('block_store_mb')} must be an integer >= 0 (0 = off)")
-    if not 0 < s.port < 65536:
-        raise ConfigError(f"{env('port')} must be in 1..65535, got {s.port!r}")
-    if not s.redis_timeout_s > 0:
-        raise ConfigError(f"{env('redis_timeout_s')} must be > 0, got {s.redis_timeout_s!r}")
-    for name in ("request_timeout_s", "shutdown_grace_s", "redis_cooldown_s", "body_timeout_s"):
-        value = getattr(s, name)
-        if not isinstance(value, int | float) or not 0 <= value < float("inf"):
-            raise ConfigError(f"{env(name)} must be a number >= 0, got {value!r}")
 
 
 def _validate_choices(s: Settings) -> None:
@@ -334,7 +416,14 @@ def _validate_choices(s: Settings) -> None:
             f"{env('compress_cascade')} must be default, off or KEEP:SCORER with KEEP in (0, 1] "
             f"and SCORER one of bm25, documents, lexical, optionally +links and @CAP tokens "
             f"(e.g. 0.8:lexical or 0.8:lexical+links@1024), "
-            f"got {s.compress_cascade!r}"
+            f"got {_shown(s.compress_cascade)}"
+        )
+    _, at, cap = s.compress_cascade.partition("@")
+    # The pattern admits digits only; the length first, so that no huge number is converted.
+    if at and (len(cap) > len(str(TOKEN_CEILING)) or int(cap) > TOKEN_CEILING):
+        raise ConfigError(
+            f"{env('compress_cascade')}: the cap after @ must be at most {TOKEN_CEILING} tokens, "
+            f"got {_shown(cap)}"
         )
     if s.generator_base_url and not s.generator_model:
         raise ConfigError(f"{env('generator_base_url')} needs {env('generator_model')}")
@@ -377,4 +466,12 @@ def _validate_choices(s: Settings) -> None:
             ) from None
 
 
-__all__ = ["CacheBackend", "CacheScope", "Settings"]
+__all__ = [
+    "BOUNDS",
+    "COUNT_CEILING",
+    "TOKEN_CEILING",
+    "Bound",
+    "CacheBackend",
+    "CacheScope",
+    "Settings",
+]

@@ -11,6 +11,24 @@ from __future__ import annotations
 from ragattn.errors import InvalidInputError
 from ragattn.types import check_top_n
 
+MAX_ECHO_CHARS = 64
+"""Most characters of a refused value repeated in a message (as the service's
+``ragattn_api.logsafe.quoted``; a 2,000-digit ``top_k`` is not sent back whole)."""
+
+
+def shown(value: object) -> str:
+    """``value`` for an error message: its ``repr``, cut to :data:`MAX_ECHO_CHARS` characters
+    with its length stated when longer."""
+    if isinstance(value, str) and len(value) > MAX_ECHO_CHARS:
+        return f"{value[:MAX_ECHO_CHARS]!r}... ({len(value)} characters)"
+    try:
+        text = repr(value)
+    except ValueError:  # an int too long for Python to write in decimal
+        return "an integer of more than 4300 digits"
+    if len(text) <= MAX_ECHO_CHARS:
+        return text
+    return f"{text[:MAX_ECHO_CHARS]}... ({len(text)} characters)"
+
 
 def check_query(query: object) -> str:
     """``query`` itself when it is a non-empty string.
@@ -23,4 +41,4 @@ def check_query(query: object) -> str:
     return query
 
 
-__all__ = ["check_query", "check_top_n"]
+__all__ = ["MAX_ECHO_CHARS", "check_query", "check_top_n", "shown"]

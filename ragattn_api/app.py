@@ -43,7 +43,16 @@ from ragattn_api.state import ServiceState
 from ragattn_api.worker import ModelWorker
 
 if TYPE_CHECKING:
-    from litestar.types import ControllerRouterHandler, Guard, Middleware
+    from litestar.types import (
+        ASGIApp,
+        ControllerRouterHandler,
+        Guard,
+        Message,
+        Middleware,
+        Receive,
+        Scope,
+        Send,
+    )
 
     from ragattn.cache import Cache
     from ragattn.compress import Compressor
@@ -181,6 +190,43 @@ def _middleware(settings: Settings, drain: Drain) -> list[Middleware]:
     return [edge, cancel_on_disconnect]
 
 
+def head_as_get(app: ASGIApp) -> ASGIApp:
+    """``HEAD`` answered wherever ``GET`` is (RFC 9110 section 9.3.2), on every route: the page,
+    ``/demo.json``, ``/metrics`` and the OpenAPI pages included, not only the routes that declare
+    it (``HEAD /`` was a 405 while ``GET /`` was served).
+
+    The request reaches the app as a ``GET`` (a copy of its scope) and the response goes out with
+    ``GET``'s status and headers and no body; ``Content-Length`` is left out, as for the routes
+    that declared ``HEAD`` before (RFC 9110 lets a server omit a header determined only while
+    generating the content). What the app learned about the request (the route template the
+    metrics label it with) is copied back to the caller's scope, whose method stays ``HEAD``.
+    """
+
+    async def handle(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await app(scope, receive, send)
+            return
+
+        async def bodiless(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = [
+                    (k, v) for k, v in message.get("headers", ()) if k.lower() != b"content-length"
+                ]
+                message = {**message, "headers": headers}
+            elif message["type"] == "http.response.body":
+                message = {**message, "body": b""}
+            await send(message)
+
+        inner: Any = {**scope, "method": "GET"}
+        try:
+            await app(inner, receive, bodiless)
+        finally:
+            learned = {k: v for k, v in inner.items() if k != "method"}
+            scope.update(learned)  # type: ignore[typeddict-item]
+
+    return handle
+
+
 def create_app(
     settings: Settings | None = None,
     *,
@@ -228,9 +274,10 @@ def create_app(
         _index_modes(settings.index_dir) if settings.index_dir else None,
     )
     # Outside Litestar's router and exception handling: every response is counted with the
-    # status that was sent, refusals of the edge middleware (400, 431), 404 and 405 included.
-    app.asgi_handler = state.metrics.middleware(app.asgi_handler)
+    # status that was sent, refusals of the edge middleware (400, 431), 404 and 405 included;
+    # a HEAD is served as its GET, wherever there is one.
+    app.asgi_handler = state.metrics.middleware(head_as_get(app.asgi_handler))
     return app
 
 
-__all__ = ["create_app"]
+__all__ = ["create_app", "head_as_get"]

@@ -6,7 +6,13 @@ JSON nested about a thousand levels deep, dies in the decoder with a ``Recursion
 :class:`StrictRequest` replaces that step for every route with a body:
 
 - more than :data:`MAX_JSON_DEPTH` nested arrays/objects is a 400, found by a scan in C-speed
-  regex passes before any decoder recurses;
+  regex passes before any decoder recurses, whether or not the brackets balance (1,100 ``[`` never
+  closed is as deep to a decoder as 1,100 pairs); should a decoder still overflow its stack, or
+  fail in any other way, that is a 400 too, never a 500;
+- a number literal of more than :data:`MAX_NUMBER_CHARS` characters, or one beyond the range of
+  a 64-bit float (``1e400``), is a 400 naming where it was sent, before it is converted; a
+  number over its field's bound is a 400 naming the field, the bound and the value sent (cut to
+  64 characters), so no route ever computes with it;
 - a duplicate key in any object is a 400;
 - the value is converted to the route's type in msgspec's strict mode (numbers are never read
   from strings, booleans are not integers; ``1.0`` is an integer, as JSON Schema has it);
@@ -29,6 +35,7 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import math
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -56,28 +63,38 @@ _INNERMOST = re.compile(rb"\[\]|\{\}")
 _SURROGATE_HINT = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
 """A UTF-16 surrogate escape or UTF-8-encoded surrogate: Python's decoder would let a lone one
 through (a string that cannot be encoded back), so msgspec's strict decoder judges these bodies."""
+_TOO_DEEP = f"the JSON body nests arrays/objects more than {MAX_JSON_DEPTH} levels deep"
+MAX_NUMBER_CHARS = 100
+"""Longest number literal accepted anywhere in a body (a 64-bit integer has at most 20
+characters, a float needs at most 24 to be exact); a longer one is a 400 before it is
+converted, whatever field holds it."""
 _STATE_VALUE = "ragattn.body"
 _STATE_IGNORED = "ragattn.ignored_fields"
 
 
 def nesting_exceeds(raw: bytes, limit: int) -> bool:
-    """True when ``raw`` (JSON text) nests arrays/objects more than ``limit`` levels deep.
+    """True when ``raw`` (JSON text) nests arrays/objects more than ``limit`` levels deep, whether
+    or not its brackets balance.
 
     Strings are blanked first (brackets inside them do not count); then each pass removes the
-    innermost empty pairs, one level per pass, so ``limit`` passes empty any document at most
-    ``limit`` deep. Malformed text is left for the decoder to refuse.
+    innermost empty pairs, one level per pass, so ``limit`` passes empty any balanced document
+    at most ``limit`` deep. What no pass removes is unbalanced: openers never closed, a closer
+    never opened or of the wrong kind. A decoder reads such text down to its first leftover
+    closer (or the end), so its depth there is the leftover openers before that closer plus at
+    most one level per pass already made; more than ``limit`` is too deep, as it would be for
+    balanced text (``[`` x 1,100 never closed overflowed the decoder's stack: a 500).
     """
     if raw.count(b"[") + raw.count(b"{") <= limit:
         return False
     brackets = _NOT_BRACKET.sub(b"", _STRING.sub(b"", raw))
-    for _ in range(limit):
-        shorter = _INNERMOST.sub(b"", brackets)
-        if shorter == brackets:
-            return False  # unbalanced: the decoder says where
-        brackets = shorter
+    for passes in range(limit):
         if not brackets:
             return False
-    return bool(_INNERMOST.search(brackets))
+        shorter = _INNERMOST.sub(b"", brackets)
+        if shorter == brackets:  # unbalanced: only the leftover openers can be read deeper
+            return passes + len(brackets) - len(brackets.lstrip(b"[{")) > limit
+        brackets = shorter
+    return bool(brackets)
 
 
 class _DuplicateKeyError(ValueError):
@@ -99,14 +116,54 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _number(text: str) -> int | float:
-    """A JSON number with a fraction or exponent; integral ones become ints.
+class _BadNumber:
+    """A number literal refused before conversion (too long, or beyond a float's range), kept
+    where it was in the parsed body so that the field holding it can be named."""
 
-    JSON Schema counts ``1.0`` as an integer, so the server must too (``top_n: 1.0`` is valid); a
-    float field still takes the int. Strings are never numbers.
-    """
-    value = float(text)
-    return int(value) if value.is_integer() else value
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def problem(self) -> str:
+        """Why it is refused, as a predicate: ``is longer than ...``."""
+        if len(self.text) > MAX_NUMBER_CHARS:
+            return (
+                f"is longer than {MAX_NUMBER_CHARS} characters, the most a number in a request "
+                "body may have"
+            )
+        return "is beyond the range of a 64-bit float"
+
+
+class _Numbers:
+    """The ``parse_int`` / ``parse_float`` hooks of one body; ``refused`` collects the number
+    literals no field may take (:class:`_BadNumber`)."""
+
+    def __init__(self) -> None:
+        self.refused: list[_BadNumber] = []
+
+    def _refuse(self, text: str) -> _BadNumber:
+        bad = _BadNumber(text)
+        self.refused.append(bad)
+        return bad
+
+    def integer(self, text: str) -> int | _BadNumber:
+        if len(text) > MAX_NUMBER_CHARS:
+            return self._refuse(text)  # before int(): its cost grows with the square of digits
+        return int(text)
+
+    def real(self, text: str) -> int | float | _BadNumber:
+        """A JSON number with a fraction or exponent; integral ones become ints.
+
+        JSON Schema counts ``1.0`` as an integer, so the server must too (``top_n: 1.0`` is
+        valid); a float field still takes the int. Strings are never numbers.
+        """
+        if len(text) > MAX_NUMBER_CHARS:
+            return self._refuse(text)
+        value = float(text)
+        if not math.isfinite(value):  # 1e400: no field takes an infinity
+            return self._refuse(text)
+        return int(value) if value.is_integer() else value
 
 
 _BOMS = (
@@ -142,27 +199,44 @@ def _utf8_text(raw: bytes) -> str:
         ) from None
 
 
-def _parse(raw: bytes) -> Any:
+def _parse(raw: bytes) -> tuple[Any, list[_BadNumber]]:
+    """The body as Python values, and the number literals in it that no field may take.
+
+    Every failure of the decoders is a 400: a stack overflow (which the depth scan should have
+    made impossible) says the body is too deep, anything else that it is malformed.
+    """
     text = _utf8_text(raw)
     if nesting_exceeds(raw, MAX_JSON_DEPTH):
-        raise InvalidInputError(
-            f"the JSON body nests arrays/objects more than {MAX_JSON_DEPTH} levels deep"
-        )
-    if _SURROGATE_HINT.search(raw):
-        try:
-            msgspec.json.decode(raw)
-        except msgspec.DecodeError as exc:
-            raise InvalidInputError(f"malformed JSON body: {exc}") from None
+        raise InvalidInputError(_TOO_DEEP)
+    numbers = _Numbers()
     try:
-        return json.loads(
-            text, object_pairs_hook=_unique_keys, parse_constant=_no_constants, parse_float=_number
+        if _SURROGATE_HINT.search(raw):
+            msgspec.json.decode(raw)
+        value = json.loads(
+            text,
+            object_pairs_hook=_unique_keys,
+            parse_constant=_no_constants,
+            parse_float=numbers.real,
+            parse_int=numbers.integer,
         )
     except _DuplicateKeyError as exc:
         raise InvalidInputError(
             f"the JSON body repeats the key {quoted(str(exc))} in one object; send each key once"
         ) from None
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(f"malformed JSON body: {exc}") from None
+    except RecursionError:
+        raise InvalidInputError(_TOO_DEEP) from None
+    except (msgspec.DecodeError, ValueError) as exc:
+        raise InvalidInputError(f"malformed JSON body: {_cut_message(str(exc))}") from None
+    except MemoryError:
+        raise
+    except Exception as exc:  # a decoder failure of any other kind is still the body's
+        raise InvalidInputError(f"malformed JSON body ({type(exc).__name__})") from None
+    return value, numbers.refused
+
+
+def _cut_message(message: str) -> str:
+    """A decoder's message, whose quoted values (e.g. an unknown constant) are cut."""
+    return _QUOTED.sub(_cut_quoted, message)
 
 
 @functools.cache
@@ -229,7 +303,7 @@ def decode_strict(raw: bytes, kind: Any) -> tuple[Any, list[str]]:
         InvalidInputError: malformed, too deeply nested, duplicate keys, wrong types, or a field
             of :data:`ROUTE_ONLY_FIELDS` this route does not take.
     """
-    parsed = _parse(raw)
+    parsed, refused = _parse(raw)
     ignored = unknown_fields(parsed, kind)
     for name in ignored:
         if name in ROUTE_ONLY_FIELDS:
@@ -239,7 +313,11 @@ def decode_strict(raw: bytes, kind: Any) -> tuple[Any, list[str]]:
     try:
         value = msgspec.convert(parsed, kind, strict=True)
     except msgspec.ValidationError as exc:
-        raise InvalidInputError(_plain(str(exc), kind)) from None
+        raise InvalidInputError(_plain(str(exc), kind, parsed)) from None
+    except RecursionError:
+        raise InvalidInputError(_TOO_DEEP) from None
+    if refused:  # in a field that takes any value (metadata) or is ignored: refused all the same
+        raise InvalidInputError(f"invalid request body: {_bad_number(refused[0])}")
     return value, ignored
 
 
@@ -251,8 +329,53 @@ _QUOTED = re.compile(r"`[^`]*`" r"|'(?:[^'\\]|\\.)*'" r'|"(?:[^"\\]|\\.)*"', re.
 msgspec's messages."""
 
 
-def _plain(message: str, kind: Any = None) -> str:
-    """msgspec's message, or the API's own wording for the constraints clients hit most."""
+_AT = re.compile(r" - at `(\$[^`]*)`$")
+_BOUND = re.compile(r"Expected `(?:int|float)` [<>]=? \S+ - at `")
+_PATH_STEP = re.compile(r"\.(\w+)|\[(\d+)\]")
+
+
+def _sent(parsed: Any, path: str) -> Any:
+    """The value at msgspec's ``path`` (``$.documents[1].id``) in the parsed body, or
+    :data:`_MISSING` where the path does not lead to one."""
+    value = parsed
+    for key, index in _PATH_STEP.findall(path.removeprefix("$")):
+        if key and isinstance(value, dict) and key in value:
+            value = value[key]
+        elif index and isinstance(value, list) and int(index) < len(value):
+            value = value[int(index)]
+        else:
+            return _MISSING
+    return value
+
+
+_MISSING = object()
+
+
+def _bad_number(bad: _BadNumber, path: str | None = None) -> str:
+    if path is None:  # in metadata or an ignored field: no field's bound applies
+        return f"the body holds the number {quoted(bad.text)}, which {bad.problem()}"
+    return f"the number at `{path}`, {quoted(bad.text)}, {bad.problem()}"
+
+
+def _shown_number(value: int | float) -> str:
+    """A number sent, as text cut to 64 characters with its length (100 digits are not echoed)."""
+    text = repr(value)
+    if len(text) <= MAX_ECHO_CHARS:
+        return text
+    return f"{text[:MAX_ECHO_CHARS]}... ({len(text)} characters)"
+
+
+def _plain(message: str, kind: Any = None, parsed: Any = None) -> str:
+    """msgspec's message, or the API's own wording for the constraints clients hit most; a
+    refused number is named with the value sent (cut to 64 characters)."""
+    at = _AT.search(message)
+    if at is not None and parsed is not None:
+        sent = _sent(parsed, at.group(1))
+        if isinstance(sent, _BadNumber):
+            return f"invalid request body: {_bad_number(sent, at.group(1))}"
+        number = isinstance(sent, int | float) and not isinstance(sent, bool)
+        if number and _BOUND.match(message):
+            return f"invalid request body: {message}; sent {_shown_number(sent)}"
     if m := _EMPTY_TEXT.match(message):
         return f"{m.group(2)} must be a non-empty string (not only whitespace)"
     if m := _EMPTY_LIST.match(message):
@@ -371,6 +494,7 @@ def _require_identity_encoding(connection: ASGIConnection[Any, Any, Any, Any]) -
 
 __all__ = [
     "MAX_JSON_DEPTH",
+    "MAX_NUMBER_CHARS",
     "ROUTE_ONLY_FIELDS",
     "StrictRequest",
     "decode_strict",

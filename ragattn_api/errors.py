@@ -157,8 +157,10 @@ def _error_spec(description: str) -> ResponseSpec:
 
 
 _ERROR_DESCRIPTIONS: dict[int, str] = {
-    400: "invalid_request: malformed or too deeply nested JSON, duplicate keys, wrong types "
-    "(numbers are never read from strings), empty query or documents, bad budget",
+    400: "invalid_request: malformed or too deeply nested JSON (balanced or not), duplicate keys, "
+    "wrong types (numbers are never read from strings), a number past its bound (named with the "
+    "value sent, cut to 64 characters), empty query or documents, bad budget, an option the "
+    "flow cannot honour",
     401: "unauthorized: API keys are configured and the Bearer key is missing or wrong",
     408: "request_timeout: the body did not arrive within RAGATTN_BODY_TIMEOUT_S",
     413: "input_too_large: body, document count, query or document tokens over a limit",
@@ -296,7 +298,7 @@ def http_exception_handler(
 
 _FIXED_MESSAGES: dict[int, str] = {
     404: "no such route or file",
-    405: "this route does not accept that HTTP method",
+    405: "this route does not accept that HTTP method (HEAD is served wherever GET is)",
     413: "request body is larger than the server's limit (RAGATTN_MAX_BODY_BYTES)",
 }
 

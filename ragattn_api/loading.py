@@ -2,24 +2,33 @@
 
 The engines, the cache and the pipeline come from the one composition root,
 :mod:`ragattn.assemble`, as they do for ``ragattn ask``; this module adds what only a server
-needs: the warm-up that has to pass before ``/ready`` says 200, the request budget measured on
-this machine (:mod:`ragattn.request_budget`), the token-limit checker shared with the tokenizer
-thread and the per-key cache partitions.
+needs: the warm-up that has to pass before ``/ready`` says 200, the request budget (measured on
+this machine, or by the first replica on a shared Redis: :mod:`ragattn.request_budget`), the
+token-limit checker shared with the tokenizer thread and the per-key cache partitions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import logging
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ragattn._optional import require
 from ragattn.assemble import Engines, build_cache, build_engines, build_pipeline, open_index
 from ragattn.assemble import engine_fingerprint as fingerprint_of
-from ragattn.cache import Cache
+from ragattn.cache import Cache, redis_errors
 from ragattn.errors import ModelLoadError
 from ragattn.limits import LimitChecker, Limits
-from ragattn.request_budget import RequestBudget, choose_budget, measure_tokens_per_second
+from ragattn.request_budget import (
+    RequestBudget,
+    ThroughputRecord,
+    choose_budget,
+    measure_tokens_per_second,
+)
 from ragattn.settings import Settings
 from ragattn_api.service import Service
 from ragattn_api.tenancy import PartitionedCache
@@ -31,6 +40,9 @@ if TYPE_CHECKING:
     from ragattn.rerank import Reranker
 
 logger = logging.getLogger(__name__)
+
+BUDGET_KEY_PREFIX = "ragattn:budget:v1:"
+"""Redis key of a deployment's measured throughput, followed by a digest of its fingerprint."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,14 +124,99 @@ def warm_up_requests(reranker: Reranker, compressor: Compressor | None) -> None:
         compressor.compress(QUERY, docs[:2], ratio=0.5)
 
 
-def request_budget(settings: Settings, engines: Engines, *, measure: bool) -> RequestBudget:
+class RedisThroughput:
+    """A deployment's measured throughput in Redis, the first replica's measurement, adopted by
+    every later one (a :class:`~ragattn.request_budget.ThroughputRecord`).
+
+    One string key per fingerprint (weights, code, assets, methods: a new version measures
+    anew), without a TTL: the compose file's ``volatile-lru`` never evicts it. Read and written
+    once, at start-up, on the model thread, hence the synchronous client.
+    """
+
+    def __init__(self, url: str, key: str, *, timeout_s: float) -> None:
+        self.url = url
+        self.key = key
+        self._timeout_s = timeout_s
+        self._errors: tuple[type[BaseException], ...] = (*redis_errors(), ValueError)
+
+    def _client(self) -> Any:
+        redis = require("redis", extra="redis")
+        return redis.Redis.from_url(
+            self.url, socket_timeout=self._timeout_s, socket_connect_timeout=self._timeout_s
+        )
+
+    def _read(self, client: Any) -> float | None:
+        raw = client.get(self.key)
+        if raw is None:
+            return None
+        value = float(raw)  # ValueError: not a number (caught with the Redis errors)
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{value!r} is not a throughput")
+        return value
+
+    def get(self) -> float | None:
+        try:
+            with self._client() as client:
+                value = self._read(client)
+        except self._errors as exc:
+            self._unshared(exc)
+            return None
+        if value is not None:
+            logger.info("request budget: %.1f tokens/s recorded under %s", value, self.key)
+        return value
+
+    def publish(self, tokens_per_second: float) -> float | None:
+        try:
+            with self._client() as client:
+                client.set(self.key, repr(tokens_per_second), nx=True)
+                return self._read(client)  # ours, or the replica's that came first
+        except self._errors as exc:
+            self._unshared(exc)
+            return None
+
+    def _unshared(self, exc: BaseException) -> None:
+        logger.warning(
+            "the request budget is not shared (%s: %s at %s); this replica uses its own "
+            "measurement, which other replicas may not share",
+            type(exc).__name__,
+            exc,
+            self.key,
+        )
+
+
+def throughput_record(settings: Settings, fingerprint: str) -> ThroughputRecord | None:
+    """Where the replicas of ``settings`` share their measured throughput: Redis with
+    ``cache_backend=redis``, keyed by the engines' ``fingerprint``; else None (per process)."""
+    if settings.cache_backend != "redis" or not settings.redis_url:
+        return None
+    digest = hashlib.sha256(fingerprint.encode()).hexdigest()[:32]
+    return RedisThroughput(
+        settings.redis_url, BUDGET_KEY_PREFIX + digest, timeout_s=settings.redis_timeout_s
+    )
+
+
+def request_budget(
+    settings: Settings, engines: Engines, *, measure: bool, fingerprint: str
+) -> RequestBudget:
     """The budget of ``settings`` (:func:`ragattn.request_budget.choose_budget`), measured on
-    the slowest verb this service has (``rerank_compress``, else ``rerank``) when ``measure``."""
+    the slowest verb this service has (``rerank_compress``, else ``rerank``) when ``measure``,
+    and shared with the other replicas on the same Redis (:func:`throughput_record`)."""
     engine = engines.compressor if engines.compressor is not None else engines.reranker
     timed = None
     if measure and engine is not None:
         timed = functools.partial(measure_tokens_per_second, engine, engines.proxy.tokenizer)
-    return choose_budget(settings, timed)
+    record = throughput_record(settings, fingerprint) if timed is not None else None
+    return choose_budget(settings, timed, record=record)
+
+
+def service_limits(settings: Settings, budget: RequestBudget) -> Limits:
+    """The limits of ``settings`` under ``budget``. The per-document limit is at most the
+    request budget: the per-document 413 advises sending ``max_tokens_per_doc`` up to it, and
+    advice above the budget would only earn another 413."""
+    limits = Limits.from_settings(settings, budget)
+    return dataclasses.replace(
+        limits, max_tokens_per_doc=min(limits.max_tokens_per_doc, limits.max_request_tokens)
+    )
 
 
 def build_service(
@@ -137,8 +234,9 @@ def build_service(
     if not handed.given:
         # Engines handed in (tests, embedding apps) come warm; a loaded one is not yet.
         warm_up_requests(engines.reranker, engines.compressor)
-    budget = request_budget(settings, engines, measure=not handed.given)
-    checker = LimitChecker(engines.proxy.tokenizer, Limits.from_settings(settings, budget))
+    fingerprint = fingerprint_of(engines)
+    budget = request_budget(settings, engines, measure=not handed.given, fingerprint=fingerprint)
+    checker = LimitChecker(engines.proxy.tokenizer, service_limits(settings, budget))
     checker.tokens.offsets(["warm up the token counter"])
     index = open_index(settings)
     # The service's own checker: the question is checked once, on the tokenizer thread; the
@@ -156,7 +254,7 @@ def build_service(
         worker=workers.model,
         tokens=workers.tokens,
         limits=checker,
-        fingerprint=fingerprint_of(engines),
+        fingerprint=fingerprint,
         pipeline=pipeline,
         unavailable=engines.compressor_unavailable,
     )
@@ -169,13 +267,17 @@ def build_service(
 
 
 __all__ = [
+    "BUDGET_KEY_PREFIX",
     "HandedIn",
     "LoadedService",
+    "RedisThroughput",
     "Workers",
     "build_service",
     "request_budget",
     "runtime_of",
     "service_cache",
+    "service_limits",
+    "throughput_record",
     "warm_up",
     "warm_up_requests",
 ]

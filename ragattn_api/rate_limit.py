@@ -15,10 +15,12 @@ tokens a second) and bursting up to ``per_minute``; a request finding less than 
 
 When Redis fails (connection refused, timeout, any ``RedisError``) the Redis limiter fails open to
 its own per-process bucket: the request is limited as on one replica, never refused because Redis
-is down and never let through unlimited. The failure is logged once per outage (and its recovery),
-counted (``ragattn_rate_limit_events_total{event="fallback"}``), and Redis is left alone for
-``cooldown_s`` so a hung Redis does not add its timeout to every request. During an outage the
-global limit is N replicas x ``per_minute``, as it was before Redis was shared.
+is down and never let through unlimited. The outage is logged once (and its recovery), each
+request decided that way is counted (``ragattn_rate_limit_events_total{event="fallback"}``), and
+an unreachable Redis opens the process's :class:`~ragattn.cache.RedisCircuit` for that Redis,
+shared with the result cache: neither sends it anything for ``cooldown_s``, so a hung Redis costs
+a request at most one timeout, whichever of them met it first. During an outage the global limit
+is N replicas x ``per_minute``, as it was before Redis was shared.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from litestar.handlers.base import BaseRouteHandler
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ragattn.cache import redis_client, redis_errors
+from ragattn.cache import RedisCircuit, redis_client, redis_errors
 from ragattn.settings import Settings
 from ragattn_api.auth import client_id, is_public
 from ragattn_api.errors import RateLimitedError
@@ -143,19 +145,21 @@ class RedisRateLimiter:
         timeout_s: float = 1.0,
         cooldown_s: float = 1.0,
         prefix: str = KEY_PREFIX,
+        circuit: RedisCircuit | None = None,
     ) -> None:
         self.per_minute = per_minute
         self.url = url
         self.prefix = prefix
         self.fallback = RateLimiter(per_minute)
         self.fallbacks = 0
-        """Requests decided by the per-process bucket because Redis failed or was cooling down."""
+        """Requests decided by the per-process bucket because Redis failed or was bypassed."""
+        self.circuit = (
+            circuit if circuit is not None else RedisCircuit.of(url, cooldown_s=cooldown_s)
+        )
         self._timeout_s = timeout_s
-        self._cooldown_s = cooldown_s
         self._errors = redis_errors()
         self._client: Any = None
         self._script: Any = None
-        self._down_until = 0.0
         self._down = False
 
     def _bucket(self) -> Any:
@@ -165,7 +169,7 @@ class RedisRateLimiter:
         return self._script
 
     async def acquire(self, client: str) -> None:
-        if time.monotonic() >= self._down_until:
+        if self.circuit.admit():
             try:
                 granted, wait = await self._bucket()(
                     keys=[self.prefix + client],
@@ -174,17 +178,22 @@ class RedisRateLimiter:
             except self._errors as exc:
                 self._failed(exc)
             else:
+                self.circuit.succeeded()
                 if self._down:
                     self._down = False
                     logger.info("redis rate limit recovered; the limit is global again")
                 if not int(granted):
                     raise _refused(self.per_minute, float(wait))
                 return
+        elif not self._down:  # the cache met the failure first
+            self._down = True
+            logger.warning("redis is bypassed; limiting per process until it answers")
         self.fallbacks += 1
         self.fallback.take(client)
 
     def _failed(self, exc: BaseException) -> None:
-        self._down_until = time.monotonic() + self._cooldown_s
+        if self.circuit.unreachable(exc):
+            self.circuit.failed("rate limit", exc)
         if not self._down:
             self._down = True
             logger.warning(
@@ -192,7 +201,7 @@ class RedisRateLimiter:
                 "(retried every %.1fs)",
                 type(exc).__name__,
                 exc,
-                self._cooldown_s,
+                self.circuit.cooldown_s,
             )
 
     async def close(self) -> None:
@@ -258,9 +267,9 @@ def rate_limit_guard(
 ) -> RateLimitGuard | None:
     """The rate limit guard ``settings`` ask for, or None (``RAGATTN_RATE_LIMIT_PER_MINUTE=0``).
 
-    Shared through Redis with ``RAGATTN_CACHE_BACKEND=redis`` (same URL, timeout and cooldown as
-    the cache, its own connection pool), else per process. With ``registry`` its counters are
-    exported there.
+    Shared through Redis with ``RAGATTN_CACHE_BACKEND=redis`` (same URL, timeout, cooldown and
+    circuit as the cache, its own connection pool), else per process. With ``registry`` its
+    counters are exported there.
     """
     per_minute = settings.rate_limit_per_minute
     if per_minute <= 0:

@@ -4,10 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh dev
-# Real services the tests use: Redis (cache tests) and Debian's Chromium (browser tests of the page).
+# Real services the tests use: Redis (cache tests), Debian's Chromium (browser tests of the page)
+# and Debian's nginx (deploy/nginx.conf in front of two replicas).
 missing=""
 command -v redis-server >/dev/null 2>&1 || missing="$missing redis-server"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing="$missing nginx"
 if [ -n "$missing" ]; then
   (apt-get update -qq && apt-get install -y -qq $missing >/dev/null) || echo "warning: could not install:$missing"
 fi

@@ -31,7 +31,8 @@ _INDEX = typer.Option(
 )
 _FLOW = typer.Option(
     help="one_read: one proxy read of every candidate ranks them and keeps their best "
-    "sentences; two_pass: rerank, keep --top-n, compress those"
+    "sentences; two_pass: rerank, keep --top-n, compress those (default: one_read, or "
+    "two_pass with --no-rerank or --no-compress)"
 )
 _TOP_K = typer.Option(min=1, help="passages retrieved from the index")
 _TOP_N = typer.Option(min=1, help="passages kept after ranking (default: all for one_read, 5)")
@@ -68,7 +69,7 @@ _THREADS = typer.Option(help="torch threads (default: RAGATTN_THREADS)")
 def ask(
     question: Annotated[str, typer.Argument(help="the question to answer")],
     index: Annotated[Path | None, _INDEX] = None,
-    flow: Annotated[str, _FLOW] = "one_read",
+    flow: Annotated[str | None, _FLOW] = None,
     top_k: Annotated[int, _TOP_K] = 20,
     top_n: Annotated[int | None, _TOP_N] = None,
     ratio: Annotated[float | None, _RATIO] = None,
@@ -93,7 +94,7 @@ def ask(
     from ragattn.pipeline import DEFAULT_ORDER, FLOWS, PipelineOptions
 
     try:
-        if flow not in FLOWS:
+        if flow is not None and flow not in FLOWS:
             raise _usage(f"--flow must be one of {', '.join(FLOWS)}, got {flow!r}")
         options = PipelineOptions(
             flow=flow,  # type: ignore[arg-type]

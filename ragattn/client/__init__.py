@@ -11,13 +11,19 @@ and :class:`~ragattn.types.CompressionResult`, so moving between local and remot
 Results carry the caller's own :class:`~ragattn.types.Document` objects (mapped back by
 ``index``), never copies rebuilt from the wire (:mod:`ragattn.client.wire`).
 
-Retries (:mod:`ragattn.client.transport`): 429 and 503 answers and failed connections are
-retried up to ``max_retries`` times, honouring ``Retry-After``; read timeouts are not retried.
+Deadline and retries (:mod:`ragattn.client.transport`): ``timeout_s`` bounds a whole call,
+every attempt and the reading of the answer included, however slowly the server sends it; past it
+the call raises :class:`ServiceTimeoutError`. 429 and 503 answers and failed connections are
+retried up to ``max_retries`` times, honouring ``Retry-After``, while the deadline allows;
+timeouts are not retried.
 
 Errors: a server error becomes the matching class of :mod:`ragattn.errors`
 (``invalid_request`` → :class:`InvalidInputError`, ``rate_limited`` and ``overloaded`` →
 :class:`OverloadedError`, …) or :class:`ServiceError`; every one carries the server's
 ``error_type``, the HTTP ``status_code`` and ``retry_after_s`` (seconds, or None) as attributes.
+An answer that is not what a ragattn server sends (a wrong type, a non-finite score, an index
+outside the request, a kept span outside its document) raises :class:`InvalidResponseError`, whose
+``field`` names the JSON path of the part (:mod:`ragattn.client.wire`).
 """
 
 from __future__ import annotations
@@ -30,10 +36,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ragattn._optional import require
 from ragattn.client.transport import (
     ClientConfig,
+    Deadline,
+    InvalidResponseError,
     ServiceConnectionError,
     ServiceError,
     ServiceTimeoutError,
     outcome,
+    read_async,
+    read_blocking,
 )
 from ragattn.client.wire import (
     PruneBudget,
@@ -152,6 +162,8 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
 
         Raises:
             InvalidInputError: bad arguments (the service's message), e.g. not exactly one budget.
+            ServiceTimeoutError: no complete answer within ``timeout_s``.
+            InvalidResponseError: the answer is not a ragattn server's (``field`` names the part).
         """
         return self._exchange(lambda: self._rerank(query, as_documents(documents), top_n, prune))
 
@@ -252,6 +264,9 @@ class Client(
     Raises:
         MissingDependencyError: ``httpx`` is not installed (``pip install 'ragattn[client]'``).
         InvalidInputError: an invalid setting.
+
+    Every call runs under the ``timeout_s`` deadline: a worker thread reads the answer while the
+    caller waits for it at most that long (:func:`~ragattn.client.transport.read_blocking`).
     """
 
     def _open(self, transport: httpx.BaseTransport | None) -> None:
@@ -268,14 +283,11 @@ class Client(
         self.close()
 
     def _post(self, path: str, payload: dict[str, Any]) -> Any:
-        httpx = require("httpx", extra="client")
+        deadline = Deadline(self.config)
         attempt = 0
         while True:
-            try:
-                answer: Any = self._http.post(path, json=payload)
-            except httpx.HTTPError as exc:
-                answer = exc
-            body, delay = outcome(attempt, answer, self.config)
+            answer = read_blocking(self._http, path, payload, deadline)
+            body, delay = outcome(attempt, answer, deadline)
             if delay is None:
                 return body
             time.sleep(delay)
@@ -310,14 +322,11 @@ class AsyncClient(
         await self.aclose()
 
     async def _post(self, path: str, payload: dict[str, Any]) -> Any:
-        httpx = require("httpx", extra="client")
+        deadline = Deadline(self.config)
         attempt = 0
         while True:
-            try:
-                answer: Any = await self._http.post(path, json=payload)
-            except httpx.HTTPError as exc:
-                answer = exc
-            body, delay = outcome(attempt, answer, self.config)
+            answer = await read_async(self._http, path, payload, deadline)
+            body, delay = outcome(attempt, answer, deadline)
             if delay is None:
                 return body
             await asyncio.sleep(delay)
@@ -332,6 +341,7 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ClientConfig",
+    "InvalidResponseError",
     "PruneBudget",
     "ServiceConnectionError",
     "ServiceError",

@@ -1,18 +1,28 @@
-"""The client's settings, its error classes and its retry rules.
+"""The client's settings, its error classes, its deadline and its retry rules.
+
+Deadline: ``timeout_s`` bounds one call, from the first attempt to the last byte of the answer,
+retries and the waits between them included; past it the call raises
+:class:`ServiceTimeoutError`. httpx's own timeouts bound each network read, not the answer, so a
+server sending one byte at a time would never trip them; :class:`Deadline` is checked around
+them (:func:`read_blocking`, :func:`read_async`).
 
 Retries: 429 and 503 answers and failed connections are retried up to ``max_retries`` times.
 A ``Retry-After`` header is honoured exactly (never retried sooner); when it asks for longer than
-``max_backoff_s`` the error is raised at once. Without it the wait is an exponential backoff with
-jitter. Read timeouts are not retried: the server may still be computing, and a retry would
-double its load.
+``max_backoff_s``, or the wait would end past the deadline, the error is raised at once. Without
+it the wait is an exponential backoff with jitter. Timeouts are not retried: the server may still
+be computing, and a retry would double its load.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import logging
 import math
 import random
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -56,6 +66,17 @@ class ServiceTimeoutError(ServiceConnectionError, TimeoutError):
     error_type = "timeout"
 
 
+class InvalidResponseError(ServiceError):
+    """The answer is not what a ragattn server sends; ``field`` names the part (its JSON path, e.g.
+    ``results[0].index``; None for the whole body). Check that ``base_url`` is a ragattn server."""
+
+    error_type = "invalid_response"
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 _ERROR_CLASSES: dict[str, type[RagattnError]] = {
     "invalid_request": InvalidInputError,
     "input_too_large": InputTooLargeError,
@@ -73,8 +94,9 @@ class ClientConfig:
     Attributes:
         base_url: the service root, e.g. ``http://127.0.0.1:8080``.
         api_key: sent as ``Authorization: Bearer <key>``; masked in ``repr``.
-        timeout_s: seconds to wait for a whole answer (model work included).
-        connect_timeout_s: seconds to wait for a TCP connection.
+        timeout_s: the deadline of one call in seconds: every attempt, the waits between them and
+            reading the whole answer (model work included).
+        connect_timeout_s: seconds to wait for a TCP connection (within ``timeout_s``).
         max_retries: retries after the first attempt on 429/503 and failed connections.
         backoff_s: first backoff wait in seconds when the server sends no ``Retry-After``.
         max_backoff_s: longest wait in seconds; a longer ``Retry-After`` is raised at once.
@@ -97,8 +119,10 @@ class ClientConfig:
             raise InvalidInputError(
                 f"base_url must start with http:// or https://, got {self.base_url!r}"
             )
-        if self.timeout_s <= 0 or self.connect_timeout_s <= 0:
-            raise InvalidInputError("timeout_s and connect_timeout_s must be positive seconds")
+        if not (0 < self.timeout_s < math.inf and 0 < self.connect_timeout_s < math.inf):
+            raise InvalidInputError(
+                "timeout_s and connect_timeout_s must be positive, finite seconds"
+            )
         if self.max_retries < 0 or self.backoff_s < 0 or self.max_backoff_s < 0:
             raise InvalidInputError("max_retries, backoff_s and max_backoff_s must be >= 0")
         if self.rerank_path not in ("/v2/rerank", "/v1/rerank", "/rerank"):
@@ -116,12 +140,16 @@ class ClientConfig:
         }
 
 
-def malformed(what: str) -> RagattnError:
-    """The error for an answer that is not what a ragattn server sends."""
-    err = ServiceError(
-        f"the service sent a malformed response ({what}); is base_url a ragattn server?"
+def malformed(what: str, *, field: str | None = None) -> InvalidResponseError:
+    """The error for an answer that is not what a ragattn server sends; ``field`` is the JSON
+    path of the part that is wrong (None: the whole body)."""
+    where = f"{field}: {what}" if field is not None else what
+    err = InvalidResponseError(
+        f"the service sent a malformed response ({where}); is base_url a ragattn server?",
+        field=field,
     )
-    return annotate(err, "invalid_response", None, None)
+    annotate(err, err.error_type, None, None)
+    return err
 
 
 def retry_after_s(value: str | None, *, now: datetime | None = None) -> float | None:
@@ -168,17 +196,22 @@ def annotate(
     return err
 
 
+def _timeout_error(config: ClientConfig, why: str) -> ServiceTimeoutError:
+    err = ServiceTimeoutError(
+        f"no complete answer from {config.base_url} within timeout_s={config.timeout_s} s "
+        f"({why}); raise timeout_s or send fewer documents"
+    )
+    annotate(err, err.error_type, None, None)
+    return err
+
+
 def _transport_error(exc: Exception, config: ClientConfig) -> ServiceConnectionError:
     httpx = require("httpx", extra="client")
     if isinstance(exc, httpx.TimeoutException):
-        err: ServiceConnectionError = ServiceTimeoutError(
-            f"no answer from {config.base_url} within {config.timeout_s} s "
-            f"({type(exc).__name__}); raise timeout_s or send fewer documents"
-        )
-    else:
-        err = ServiceConnectionError(
-            f"cannot reach {config.base_url} ({type(exc).__name__}: {exc}); is the server running?"
-        )
+        return _timeout_error(config, type(exc).__name__)
+    err = ServiceConnectionError(
+        f"cannot reach {config.base_url} ({type(exc).__name__}: {exc}); is the server running?"
+    )
     annotate(err, err.error_type, None, None)
     return err
 
@@ -203,33 +236,146 @@ def retry_delay(attempt: int, retry_after: float | None, config: ClientConfig) -
     return base * (0.5 + random.random() / 2)
 
 
+class Deadline:
+    """The end of one call's ``timeout_s``, on the monotonic clock; started when the call is."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self._end = time.monotonic() + config.timeout_s
+
+    def remaining(self) -> float:
+        """Seconds left, 0 once the deadline has passed."""
+        return max(0.0, self._end - time.monotonic())
+
+    def expired(self) -> ServiceTimeoutError:
+        """The error of a call whose deadline passed before its answer was read."""
+        return _timeout_error(self.config, "the deadline passed")
+
+    def attempt_timeout(self) -> httpx.Timeout:
+        """httpx's timeouts for the next attempt, none longer than what is left, so an attempt
+        on a silent server ends with the deadline.
+
+        Raises:
+            ServiceTimeoutError: nothing is left.
+        """
+        httpx = require("httpx", extra="client")
+        left = self.remaining()
+        if left <= 0:
+            raise self.expired()
+        return httpx.Timeout(left, connect=min(self.config.connect_timeout_s, left))
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One HTTP answer read to its last byte (``content`` decoded of any Content-Encoding)."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    content: bytes
+
+
+def read_blocking(
+    http: httpx.Client, path: str, payload: Any, deadline: Deadline
+) -> Reply | Exception:
+    """POST ``payload`` and read the whole answer in a worker thread; wait for it until the
+    deadline.
+
+    A blocking read cannot be bounded from its own thread (httpx bounds each socket read, and a
+    server sending a byte at a time never trips that), so a worker reads and this thread waits.
+    Told to stop, the worker closes the stream at its next chunk; a server trickling its headers
+    keeps it until they end or one read times out (each is bounded by the time that was left).
+
+    Returns:
+        The reply, or the httpx error that took its place (for :func:`outcome`).
+
+    Raises:
+        ServiceTimeoutError: the deadline passed first.
+    """
+    httpx = require("httpx", extra="client")
+    timeout = deadline.attempt_timeout()
+    done: list[Reply | Exception] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        try:
+            with http.stream("POST", path, json=payload, timeout=timeout) as response:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    if stop.is_set():
+                        return  # the caller has given up; leaving closes the stream
+                    chunks.append(chunk)
+                done.append(Reply(response.status_code, response.headers, b"".join(chunks)))
+        except Exception as exc:  # handed to the waiting thread, which raises or retries it
+            done.append(exc)
+
+    # The context is copied so that tracing and logging context reach the worker's httpx calls.
+    worker = threading.Thread(
+        target=contextvars.copy_context().run, args=(read,), name="ragattn-client", daemon=True
+    )
+    worker.start()
+    worker.join(min(deadline.remaining(), threading.TIMEOUT_MAX))
+    if not done:
+        stop.set()
+        raise deadline.expired()
+    answer = done[0]
+    if isinstance(answer, Reply | httpx.HTTPError):
+        return answer
+    raise answer
+
+
+async def read_async(
+    http: httpx.AsyncClient, path: str, payload: Any, deadline: Deadline
+) -> Reply | Exception:
+    """POST ``payload`` and read the whole answer, cancelled at the deadline.
+
+    Returns:
+        The reply, or the httpx error that took its place (for :func:`outcome`).
+
+    Raises:
+        ServiceTimeoutError: the deadline passed first.
+    """
+    httpx = require("httpx", extra="client")
+    timeout = deadline.attempt_timeout()
+    try:
+        response = await asyncio.wait_for(
+            http.post(path, json=payload, timeout=timeout), deadline.remaining()
+        )
+    except asyncio.TimeoutError:
+        raise deadline.expired() from None
+    except httpx.HTTPError as exc:
+        return exc
+    return Reply(response.status_code, response.headers, response.content)
+
+
 def outcome(
-    attempt: int, answer: httpx.Response | Exception, config: ClientConfig
+    attempt: int, answer: Reply | Exception, deadline: Deadline
 ) -> tuple[Any, float | None]:
     """What one attempt came to: ``(body, None)`` for a success, ``(None, seconds)`` to wait
-    before the next attempt; raises what is not retried (as one of our errors).
+    before the next attempt; raises what is not retried (as one of our errors), and what could
+    only be retried after the deadline.
 
     Args:
         attempt: how many attempts came before this one.
-        answer: the response, or the transport failure that took its place.
-        config: the client's retry settings.
+        answer: the reply, or the transport failure that took its place.
+        deadline: the call's deadline (its ``config`` holds the retry settings).
     """
+    config = deadline.config
     if isinstance(answer, Exception):
         delay = retry_delay(attempt, None, config) if _retryable_transport(answer) else None
-        if delay is None:
+        if delay is None or delay >= deadline.remaining():
             raise _transport_error(answer, config) from answer
         logger.info("ragattn service unreachable; retry %d in %.2f s", attempt + 1, delay)
         return None, delay
     status = answer.status_code
     if status < 400:
         try:
-            return answer.json(), None
+            return json.loads(answer.content), None
         except ValueError as exc:
-            raise malformed("body is not JSON") from exc
+            raise malformed("the body is not JSON") from exc
     error = error_from_response(status, answer.headers, answer.content)
     retry_after = getattr(error, "retry_after_s", None)
     delay = retry_delay(attempt, retry_after, config) if status in RETRY_STATUSES else None
-    if delay is None:
+    if delay is None or delay >= deadline.remaining():
         raise error
     logger.info(
         "ragattn service busy (%s); retry %d in %.2f s", error.error_type, attempt + 1, delay
@@ -240,6 +386,9 @@ def outcome(
 __all__ = [
     "RETRY_STATUSES",
     "ClientConfig",
+    "Deadline",
+    "InvalidResponseError",
+    "Reply",
     "ServiceConnectionError",
     "ServiceError",
     "ServiceTimeoutError",
@@ -247,6 +396,8 @@ __all__ = [
     "error_from_response",
     "malformed",
     "outcome",
+    "read_async",
+    "read_blocking",
     "retry_after_s",
     "retry_delay",
 ]

@@ -1,15 +1,19 @@
 """The client's wire format: request bodies from a call, library results from the answers.
 
 Results carry the caller's own :class:`~ragattn.types.Document` objects (mapped back by
-``index``), never copies rebuilt from the wire.
+``index``), never copies rebuilt from the wire. Answers are checked field by field: one that is
+not what a ragattn server sends raises :class:`~ragattn.client.InvalidResponseError` naming the
+field's JSON path.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
-from ragattn.client.transport import malformed
+from ragattn.client.transport import InvalidResponseError, malformed
 from ragattn.contract import BUDGET_KEYWORDS
 from ragattn.errors import InvalidInputError
 from ragattn.sentences import split_sentences
@@ -22,6 +26,8 @@ from ragattn.types import (
     RerankResult,
     RerankResults,
 )
+
+_T = TypeVar("_T")
 
 PruneBudget = Budget | Mapping[str, float | int]
 """A rerank's ``prune`` budget: a checked :class:`Budget`, or its wire object such as
@@ -114,51 +120,177 @@ def service_options(tokenizer: Any, keep_entities: bool) -> None:
 
 
 # -- responses ----------------------------------------------------------------------------------
+# Every field is read through the checks below, so an answer that is not what a ragattn server
+# sends (a string score, ``"index": true``, a NaN, an index or a span outside the request) raises
+# InvalidResponseError naming its JSON path rather than becoming a plausible result.
 
 
-def _index(value: Any, n_docs: int) -> int:
-    if not isinstance(value, int) or not 0 <= value < n_docs:
-        raise malformed(f"result index {value!r} is outside 0..{n_docs - 1}")
+def _bad(where: str, what: str) -> InvalidResponseError:
+    """The error for the field at JSON path ``where`` ("" is the whole body)."""
+    return malformed(what, field=where) if where else malformed(f"the body: {what}")
+
+
+def _json(value: Any) -> str:
+    """``value`` as the wire showed it (``true``, ``"0.5"``, ``NaN``), cut short."""
+    try:
+        shown = json.dumps(value)
+    except (TypeError, ValueError):
+        shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _at(where: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{where}[{key}]"
+    return f"{where}.{key}" if where else key
+
+
+def _object(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise _bad(where, f"{_json(value)} is not an object")
     return value
+
+
+def _field(obj: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in obj:
+        raise _bad(_at(where, key), "is missing")
+    return obj[key]
+
+
+def _get(obj: Mapping[str, Any], where: str, key: str, check: Callable[[Any, str], _T]) -> _T:
+    """The required field ``key`` of ``obj`` (found at ``where``), through ``check``."""
+    return check(_field(obj, key, where), _at(where, key))
+
+
+def _get_optional(
+    obj: Mapping[str, Any], where: str, key: str, check: Callable[[Any, str], _T]
+) -> _T | None:
+    """The field ``key`` of ``obj`` through ``check``; None when absent or ``null``."""
+    value = obj.get(key)
+    return None if value is None else check(value, _at(where, key))
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise _bad(where, f"{_json(value)} is not a list")
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise _bad(where, f"{_json(value)} is not a string")
+    return value
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    return tuple(_string(v, _at(where, n)) for n, v in enumerate(_list(value, where)))
+
+
+def _integer(value: Any, where: str) -> int:
+    # bool is an int in Python, but ``true`` is not a count or a position.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _bad(where, f"{_json(value)} is not an integer")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    count = _integer(value, where)
+    if count < 0:
+        raise _bad(where, f"{count} is negative")
+    return count
+
+
+def _number(value: Any, where: str) -> float:
+    """A finite JSON number as a float (``"0.5"``, ``true``, NaN and Infinity are refused)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise _bad(where, f"{_json(value)} is not a number")
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise _bad(where, f"{_json(value)} is not a finite number")
+    return number
+
+
+def _numbers(value: Any, where: str) -> tuple[float, ...]:
+    return tuple(_number(v, _at(where, n)) for n, v in enumerate(_list(value, where)))
+
+
+def _index(value: Any, where: str, n_docs: int) -> int:
+    index = _integer(value, where)
+    if not 0 <= index < n_docs:
+        raise _bad(where, f"{index} is outside the {n_docs} documents sent (0..{n_docs - 1})")
+    return index
+
+
+def _kept_spans(value: Any, where: str, index: int, text: str) -> tuple[KeptSpan, ...]:
+    """Wire ``kept_spans`` (``[{start, end, score, text}]``) of ``documents[index]``, whose text
+    is ``text``: each must lie inside it and slice back to its own ``text``."""
+    spans = []
+    for n, item in enumerate(_list(value, where)):
+        at = _at(where, n)
+        span = _object(item, at)
+        start = _get(span, at, "start", _integer)
+        end = _get(span, at, "end", _integer)
+        if not 0 <= start <= end <= len(text):
+            raise _bad(at, f"[{start}, {end}) is outside its document's {len(text)} characters")
+        kept = _get(span, at, "text", _string)
+        if kept != text[start:end]:
+            raise _bad(_at(at, "text"), f"{_json(kept)} is not its document's text[{start}:{end}]")
+        score = _get(span, at, "score", _number)
+        spans.append(KeptSpan(doc_index=index, start=start, end=end, score=score, text=kept))
+    return tuple(spans)
+
+
+def _rerank_result(
+    item: Any, where: str, docs: Sequence[Document], raw_is_relevance: bool
+) -> RerankResult:
+    obj = _object(item, where)
+    index = _get(obj, where, "index", lambda v, at: _index(v, at, len(docs)))
+    relevance = _get(obj, where, "relevance_score", _number)
+    raw = relevance if raw_is_relevance else _get(obj, where, "raw_score", _number)
+    spans = _get_optional(
+        obj, where, "kept_spans", lambda v, at: _kept_spans(v, at, index, docs[index].text)
+    )
+    return RerankResult(
+        index=index,
+        relevance_score=relevance,
+        raw_score=raw,
+        document=docs[index],
+        pruned_text=_get_optional(obj, where, "pruned_text", _string),
+        kept_spans=spans or (),
+    )
 
 
 def rerank_results(
     body: Any, docs: Sequence[Document], *, raw_is_relevance: bool = False
 ) -> RerankResults:
-    """``raw_is_relevance``: the route sends no ``raw_score`` because it equals the relevance."""
-    try:
-        items = body["results"]
-        warnings = tuple(body.get("meta", {}).get("warnings", ()))
-        results = [
-            RerankResult(
-                index=(i := _index(item["index"], len(docs))),
-                relevance_score=float(item["relevance_score"]),
-                raw_score=float(item["relevance_score"] if raw_is_relevance else item["raw_score"]),
-                document=docs[i],
-                pruned_text=None if item.get("pruned_text") is None else str(item["pruned_text"]),
-                kept_spans=_kept_spans(item.get("kept_spans") or (), i),
-            )
-            for item in items
-        ]
-        method = str(body.get("method") or "")
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise malformed(f"rerank body: {type(exc).__name__} {exc}") from exc
-    if len({r.index for r in results}) != len(results):
-        raise malformed("an index appears twice in results")
-    return RerankResults(results, warnings=warnings, method=method, windows=1)
+    """The results of a rerank answer ``body`` to a request of ``docs``.
 
+    ``raw_is_relevance``: the route sends no ``raw_score`` because it equals the relevance.
 
-def _kept_spans(items: Any, index: int) -> tuple[KeptSpan, ...]:
-    """Wire ``kept_spans`` (``[{start, end, score, text}]``) of ``documents[index]``."""
-    return tuple(
-        KeptSpan(
-            doc_index=index,
-            start=int(s["start"]),
-            end=int(s["end"]),
-            score=float(s["score"]),
-            text=str(s["text"]),
-        )
-        for s in items
+    Raises:
+        InvalidResponseError: a field is missing, of the wrong type or not finite, an index is
+            outside ``docs`` or repeated, or a kept span is outside its document.
+    """
+    obj = _object(body, "")
+    items = _get(obj, "", "results", _list)
+    results = [
+        _rerank_result(item, f"results[{n}]", docs, raw_is_relevance)
+        for n, item in enumerate(items)
+    ]
+    seen: set[int] = set()
+    for n, r in enumerate(results):
+        if r.index in seen:
+            raise _bad(f"results[{n}].index", f"{r.index} appears twice in results")
+        seen.add(r.index)
+    meta = _get_optional(obj, "", "meta", _object) or {}
+    return RerankResults(
+        results,
+        warnings=_get_optional(meta, "meta", "warnings", _strings) or (),
+        method=_get_optional(obj, "", "method", _string) or "",
+        windows=1,
     )
 
 
@@ -178,12 +310,14 @@ def _sentence_spans(
 
 
 def _compressed_document(
-    item: Any, docs: Sequence[Document], warnings: list[str]
+    item: Any, where: str, docs: Sequence[Document], warnings: list[str]
 ) -> CompressedDocument:
-    index = _index(item["index"], len(docs))
+    obj = _object(item, where)
+    index = _get(obj, where, "index", lambda v, at: _index(v, at, len(docs)))
     doc = docs[index]
-    kept = _kept_spans(item["kept_spans"], index)
-    scores = tuple(float(x) for x in item["sentence_scores"])
+    text = _get(obj, where, "text", _string)
+    kept = _get(obj, where, "kept_spans", lambda v, at: _kept_spans(v, at, index, doc.text))
+    scores = _get(obj, where, "sentence_scores", _numbers)
     spans = _sentence_spans(doc.text, len(scores), kept)
     if spans is None:
         warnings.append(
@@ -192,7 +326,7 @@ def _compressed_document(
         )
     return CompressedDocument(
         index=index,
-        text=str(item["text"]),
+        text=text,
         kept_spans=kept,
         sentence_scores=scores,
         sentence_spans=spans or (),
@@ -201,27 +335,35 @@ def _compressed_document(
 
 
 def compression_result(
-    body: Any, docs: Sequence[Document], indices: Sequence[int]
+    body: Any, docs: Sequence[Document], indices: Sequence[int], *, where: str = ""
 ) -> CompressionResult:
-    """The result for ``body``, whose documents must be ``docs[i]`` for ``i`` in ``indices``."""
+    """The result for ``body``, whose documents must be ``docs[i]`` for ``i`` in ``indices``
+    (``where``: the JSON path of ``body`` in the answer, for the error).
+
+    Raises:
+        InvalidResponseError: a field is missing, of the wrong type or not finite, the documents
+            are not ``indices``, or a kept span is outside its document.
+    """
+    obj = _object(body, where)
     warnings: list[str] = []
-    try:
-        documents = tuple(_compressed_document(item, docs, warnings) for item in body["documents"])
-        result = CompressionResult(
-            compressed_text=str(body["compressed_text"]),
-            documents=documents,
-            origin_tokens=int(body["origin_tokens"]),
-            compressed_tokens=int(body["compressed_tokens"]),
-            ratio=float(body["ratio"]),
-            tokenizer=str(body["tokenizer"]),
-            method=str(body["method"]),
-            warnings=(*body.get("warnings", ()), *warnings),
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise malformed(f"compress body: {type(exc).__name__} {exc}") from exc
+    at = _at(where, "documents")
+    documents = tuple(
+        _compressed_document(item, _at(at, n), docs, warnings)
+        for n, item in enumerate(_get(obj, where, "documents", _list))
+    )
     if [d.index for d in documents] != list(indices):
-        raise malformed(f"compressed documents are not the expected {list(indices)}")
-    return result
+        got = [d.index for d in documents]
+        raise _bad(at, f"the document indices {got} are not the expected {list(indices)}")
+    return CompressionResult(
+        compressed_text=_get(obj, where, "compressed_text", _string),
+        documents=documents,
+        origin_tokens=_get(obj, where, "origin_tokens", _count),
+        compressed_tokens=_get(obj, where, "compressed_tokens", _count),
+        ratio=_get(obj, where, "ratio", _number),
+        tokenizer=_get(obj, where, "tokenizer", _string),
+        method=_get(obj, where, "method", _string),
+        warnings=(*(_get_optional(obj, where, "warnings", _strings) or ()), *warnings),
+    )
 
 
 def rerank_compress_result(
@@ -231,9 +373,9 @@ def rerank_compress_result(
     # One scoring pass: a document's raw and relevance score are both its best sentence's keep
     # score, so the route sends only relevance_score; compressed documents come in rank order.
     ranked = rerank_results(body, docs, raw_is_relevance=True)
-    if not isinstance(body.get("compression"), dict):
-        raise malformed("rerank_compress body has no 'compression' object")
-    return ranked, compression_result(body["compression"], docs, [r.index for r in ranked])
+    compression = _field(body, "compression", "")
+    indices = [r.index for r in ranked]
+    return ranked, compression_result(compression, docs, indices, where="compression")
 
 
 __all__ = [

@@ -1,6 +1,11 @@
 """The pipeline's per-call options: the flow, how many passages, the budget, the context order.
 
-Checked once, in :class:`PipelineOptions`; every stage takes them as they are.
+Checked once, in :class:`PipelineOptions`; every stage takes them as they are. Every option is
+honoured by the flow that runs, or refused: ``rerank=False`` or ``compress=False`` cannot apply
+to the one read (it ranks and prunes in one pass), so without a flow named they choose two
+passes, and with ``flow="one_read"`` named they are an :class:`~ragattn.errors.InvalidInputError`;
+a ``ratio`` with ``compress=False`` (nothing to compress) is one too. Counts are bounded
+(:data:`~ragattn.settings.COUNT_CEILING`) before anything computes with them.
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from ragattn.errors import InvalidInputError
+from ragattn.settings import COUNT_CEILING
 from ragattn.types import Budget
+from ragattn.validation import shown
 
 T = TypeVar("T")
 
@@ -60,9 +67,11 @@ class PipelineOptions:
     """Per-call knobs, checked once here.
 
     Attributes:
-        flow: ``one_read`` (default): one proxy read of every candidate ranks them and keeps
-            their best sentences; ``two_pass``: rerank, keep ``top_n``, compress those.
-        top_k: candidates retrieved from the index.
+        flow: ``one_read``: one proxy read of every candidate ranks them and keeps their best
+            sentences; ``two_pass``: rerank, keep ``top_n``, compress those. ``None`` (the
+            default): ``one_read``, or ``two_pass`` when ``rerank`` or ``compress`` is off (the
+            one read can skip neither); resolved here.
+        top_k: candidates retrieved from the index, 1..1000000.
         top_n: passages kept after ranking (or the first ``top_n`` hits without a ranker);
             default by flow (:data:`FLOW_DEFAULTS`: every candidate for one read, 5 for two
             passes), resolved here.
@@ -71,11 +80,17 @@ class PipelineOptions:
             (0.2 and 0.5), resolved here; as the compressor takes it: ``budget``.
         order: how the kept passages are arranged for the generator (:func:`order_context`).
         mode: the index's search mode: ``hybrid``, ``bm25`` or ``dense``.
-        rerank: use the pipeline's reranker (ignored when it has none).
-        compress: use the pipeline's compressor (ignored when it has none).
+        rerank: use the pipeline's reranker (ignored when it has none); ``False`` only with
+            two passes.
+        compress: use the pipeline's compressor (ignored when it has none); ``False`` only
+            with two passes, and without a ``ratio``.
+
+    Raises:
+        InvalidInputError: an unknown flow, order or mode; a count out of range; an option the
+            flow cannot honour (the message names both).
     """
 
-    flow: Flow = DEFAULT_FLOW
+    flow: Flow | None = None
     top_k: int = 20
     top_n: int | None = None
     ratio: float | None = None
@@ -90,9 +105,14 @@ class PipelineOptions:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init}
 
     def __post_init__(self) -> None:
-        if self.flow not in FLOWS:
-            raise InvalidInputError(f"unknown flow {self.flow!r}; choose one of {', '.join(FLOWS)}")
-        default_top_n, default_ratio = FLOW_DEFAULTS[self.flow]
+        flow = self._flow()
+        object.__setattr__(self, "flow", flow)
+        if self.ratio is not None and not self.compress:
+            raise InvalidInputError(
+                f"ratio is the compression budget and does not apply with compress=false "
+                f"(flow={flow} keeps whole passages); leave ratio out or send compress=true"
+            )
+        default_top_n, default_ratio = FLOW_DEFAULTS[flow]
         if self.top_n is None:
             object.__setattr__(self, "top_n", default_top_n)
         ratio = default_ratio if self.ratio is None else self.ratio
@@ -101,19 +121,45 @@ class PipelineOptions:
             value = getattr(self, name)
             if value is None and name == "top_n":
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidInputError(f"{name} must be a positive integer, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidInputError(f"{name} must be a positive integer, got {shown(value)}")
+            if not 1 <= value <= COUNT_CEILING:
+                raise InvalidInputError(
+                    f"{name} must be a positive integer of at most {COUNT_CEILING}, "
+                    f"got {shown(value)}"
+                )
         try:
             budget = Budget(kind="ratio", value=ratio)
         except InvalidInputError as exc:
-            raise InvalidInputError(f"ratio must be in (0, 1], got {self.ratio!r}") from exc
+            raise InvalidInputError(f"ratio must be in (0, 1], got {shown(self.ratio)}") from exc
         object.__setattr__(self, "budget", budget)
         if self.order not in ORDERS:
             raise InvalidInputError(
-                f"unknown context order {self.order!r}; choose one of {', '.join(ORDERS)}"
+                f"unknown context order {shown(self.order)}; choose one of {', '.join(ORDERS)}"
             )
         if self.mode not in ("hybrid", "bm25", "dense"):
-            raise InvalidInputError(f"unknown search mode {self.mode!r}; use hybrid, bm25, dense")
+            raise InvalidInputError(
+                f"unknown search mode {shown(self.mode)}; use hybrid, bm25, dense"
+            )
+
+    def _flow(self) -> Flow:
+        """The flow named, else the one the switches allow; refuse a switch the named flow
+        cannot honour."""
+        if self.flow is None:
+            return DEFAULT_FLOW if self.rerank and self.compress else "two_pass"
+        if self.flow not in FLOWS:
+            raise InvalidInputError(
+                f"unknown flow {shown(self.flow)}; choose one of {', '.join(FLOWS)}"
+            )
+        if self.flow == "one_read":
+            for name, does in (("rerank", "ranks"), ("compress", "prunes")):
+                if not getattr(self, name):
+                    raise InvalidInputError(
+                        f"{name}=false does not apply to flow=one_read: its one read of every "
+                        f"candidate {does} them; send flow=two_pass with {name}=false, or leave "
+                        "flow out (then it is two_pass)"
+                    )
+        return self.flow
 
 
 __all__ = [

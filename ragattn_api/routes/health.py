@@ -29,7 +29,13 @@ class HealthController(Controller):
         if state.get("load_error") is not None:
             raise NotReadyError("the proxy model failed to load; see the server log")
         runtime = state.get("runtime") or {}
-        return HealthResponse(status="ok", device=runtime.get("device"), dtype=runtime.get("dtype"))
+        budget = state.get("request_budget")
+        return HealthResponse(
+            status="ok",
+            device=runtime.get("device"),
+            dtype=runtime.get("dtype"),
+            max_request_tokens=budget.tokens if budget is not None else None,
+        )
 
     @route(
         "/ready",

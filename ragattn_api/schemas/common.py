@@ -9,9 +9,21 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta, Struct
 
 from ragattn.errors import InvalidInputError, ModelOutputError
+from ragattn.settings import COUNT_CEILING, TOKEN_CEILING
 from ragattn.types import CompressedDocument, Document
 
-PositiveInt = Annotated[int, Meta(ge=1)]
+Count = Annotated[int, Meta(ge=1, le=COUNT_CEILING)]
+"""A number of documents or results (``top_n``, ``top_k``, ``k``): 1..1000000, the most
+``RAGATTN_MAX_DOCUMENTS`` can be (a route may hold it to that setting's value too: a 413)."""
+TokenCount = Annotated[int, Meta(ge=1, le=TOKEN_CEILING)]
+"""A number of proxy tokens (``target_tokens``): 1..10000000."""
+Cap = Annotated[int, Meta(ge=1, le=2**31 - 1)]
+"""A client's per-document cap (``max_tokens_per_doc``, Cohere's unused ``max_chunks_per_doc``):
+any positive 32-bit integer, since one above the server's own limit only changes nothing."""
+Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
+"""An integer accepted for client compatibility and not used (``priority``)."""
+Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
+"""An integer identifier (a document's ``id``): what a 64-bit client can send."""
 NOT_SPACE = (
     r"[^\t\n\r\u000b\u000c\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a"
     r"\u2028\u2029\u202f\u205f\u3000\ufeff]"
@@ -31,7 +43,7 @@ class DocumentIn(Struct, kw_only=True):
     """A document object: ``text`` is required; ``id``, ``title`` and ``metadata`` are kept."""
 
     text: str
-    id: str | int | None = None
+    id: str | Int64 | None = None
     title: str | None = None
     metadata: dict[str, Any] | None = None
 
@@ -86,11 +98,14 @@ def finite(value: float, name: str) -> float:
 
 class HealthResponse(Struct, omit_defaults=True):
     """Alive; once the proxy is loaded also where it runs: ``device`` (``cpu``, ``cuda:0``,
-    ``mps``) and the weights' ``dtype`` (``float32``, ``bfloat16``); both absent while loading."""
+    ``mps``) and the weights' ``dtype`` (``float32``, ``bfloat16``), and ``max_request_tokens``,
+    the proxy tokens one request may ask for (the same on every replica sharing a Redis); all
+    absent while loading."""
 
     status: str
     device: str | None = None
     dtype: str | None = None
+    max_request_tokens: int | None = None
 
 
 class ReadyResponse(Struct):

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Literal
 from msgspec import Struct
 
 from ragattn_api.schemas.common import (
+    Count,
     Fraction,
     KeptSpanOut,
-    PositiveInt,
     SearchMode,
     Text,
     finite,
@@ -25,10 +25,10 @@ class RetrieveRequest(Struct, kw_only=True):
     ``mode`` omitted: ``hybrid`` when the index has dense vectors, else ``bm25``."""
 
     query: Text
-    k: PositiveInt = 10
+    k: Count = 10
     mode: SearchMode | None = None
     rerank: bool = False
-    top_n: PositiveInt | None = None
+    top_n: Count | None = None
     return_documents: bool = True
 
 
@@ -55,18 +55,22 @@ class RetrieveResponse(Struct):
 class AskRequest(Struct, kw_only=True):
     """``POST /v1/ask``: answer a question over the configured index (RAG end to end).
 
-    ``flow`` is ``one_read`` (default: one proxy read of the ``top_k`` candidates ranks them and
-    keeps their best sentences) or ``two_pass`` (rerank, keep ``top_n``, compress those).
-    ``top_n`` and ``ratio`` default by flow: every candidate and 0.2 for one read, 5 and 0.5 for
-    two passes. ``order`` is the context order for the generator (``best_first``, ``best_last``,
-    ``edges``; default: the library's measured default). ``rerank`` / ``compress`` switch those
-    stages off (without compression the flow is two passes).
+    ``flow`` is ``one_read`` (one proxy read of the ``top_k`` candidates ranks them and keeps
+    their best sentences) or ``two_pass`` (rerank, keep ``top_n``, compress those); omitted, it
+    is ``one_read``, or ``two_pass`` when ``rerank`` or ``compress`` is false. ``top_n`` and
+    ``ratio`` default by flow: every candidate and 0.2 for one read, 5 and 0.5 for two passes.
+    ``order`` is the context order for the generator (``best_first``, ``best_last``, ``edges``;
+    default: the library's measured default). ``rerank`` / ``compress`` switch those stages off.
+    Every option is honoured by the flow that runs or refused (400, naming the option and the
+    flow): ``"flow": "one_read"`` with ``"rerank": false`` or ``"compress": false`` (the one read
+    ranks and prunes in one pass), ``ratio`` with ``"compress": false``
+    (:class:`~ragattn.pipeline.PipelineOptions` holds the rule).
     """
 
     question: Text
-    flow: Literal["one_read", "two_pass"] = "one_read"
-    top_k: PositiveInt = 20
-    top_n: PositiveInt | None = None
+    flow: Literal["one_read", "two_pass"] | None = None
+    top_k: Count = 20
+    top_n: Count | None = None
     ratio: Fraction | None = None
     order: Literal["best_first", "best_last", "edges"] | None = None
     mode: SearchMode | None = None

@@ -7,15 +7,19 @@ import math
 from typing import Annotated, Any, Literal
 
 from msgspec import Meta, Struct
+from msgspec.structs import replace
 
 from ragattn.errors import InvalidInputError, ModelOutputError
 from ragattn.types import Budget, CompressionResult, Document, RerankResults
 from ragattn_api.schemas.common import (
+    Cap,
+    Count,
     DocumentIn,
     Fraction,
+    Int32,
     KeptSpanOut,
-    PositiveInt,
     Text,
+    TokenCount,
     finite,
     kept_spans,
     one_top_n,
@@ -35,7 +39,7 @@ class PruneIn(Struct, kw_only=True, forbid_unknown_fields=True):
     """
 
     ratio: Fraction | None = None
-    target_tokens: PositiveInt | None = None
+    target_tokens: TokenCount | None = None
     threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
 
     def budget(self) -> Budget:
@@ -67,15 +71,15 @@ class RerankRequest(Struct, kw_only=True):
     documents: Annotated[list[str | DocumentIn], Meta(min_length=1)] | None = None
     texts: Annotated[list[str], Meta(min_length=1)] | None = None
     model: str | None = None
-    top_n: PositiveInt | None = None
-    top_k: PositiveInt | None = None
+    top_n: Count | None = None
+    top_k: Count | None = None
     return_documents: bool | None = None
     return_text: bool | None = None
-    max_tokens_per_doc: PositiveInt | None = None
-    max_chunks_per_doc: PositiveInt | None = None
+    max_tokens_per_doc: Cap | None = None
+    max_chunks_per_doc: Cap | None = None
     rank_fields: Annotated[list[Literal["text"]], Meta(min_length=1, max_length=1)] | None = None
     raw_scores: bool = False
-    priority: int | None = None
+    priority: Int32 | None = None
     method: str | None = None
     prune: PruneIn | None = None
 
@@ -148,13 +152,29 @@ class PruningOut(Struct):
     tokenizer: str
 
 
+StageSecondsOut = dict[str, float]
+"""Where a fresh answer's time went: each stage of the compressor's read (``sentences``, ``cut``,
+``forward``, ``documents``, ``weighting``, ``ranking``, ``assembly``; see
+:mod:`ragattn.compress.read`) and its wall-clock seconds on the model thread, in the order the
+stages ran. Only in an answer computed for this request: a cache hit has none."""
+
+
+def stage_seconds(result: CompressionResult) -> StageSecondsOut | None:
+    """``result.stage_seconds`` on the wire (None when it has none), to the microsecond."""
+    if not result.stage_seconds:
+        return None
+    return {name: round(float(seconds), 6) for name, seconds in result.stage_seconds}
+
+
 class RerankMeta(Struct, omit_defaults=True):
-    """Cohere's ``meta``; ``pruning`` only when the request sent ``prune``."""
+    """Cohere's ``meta``; ``pruning`` only when the request sent ``prune``, ``stage_seconds``
+    (:data:`StageSecondsOut`) only with ``prune`` and only in a fresh answer."""
 
     api_version: ApiVersion
     billed_units: BilledUnits
     warnings: list[str]
     pruning: PruningOut | None = None
+    stage_seconds: StageSecondsOut | None = None
 
 
 class RerankResponse(Struct, omit_defaults=True):
@@ -218,6 +238,7 @@ class RerankResponse(Struct, omit_defaults=True):
                     *(pruned.warnings if pruned is not None else ()),
                 ],
                 pruning=_pruning(pruned) if pruned is not None else None,
+                stage_seconds=stage_seconds(pruned) if pruned is not None else None,
             ),
             model=model,
             method=result.method if pruned is not None else None,
@@ -244,8 +265,8 @@ class CompressRequest(Struct, kw_only=True):
     context: str | Annotated[list[str], Meta(min_length=1)] | None = None
     ratio: Fraction | None = None
     rate: Fraction | None = None
-    target_tokens: PositiveInt | None = None
-    target_token: PositiveInt | None = None
+    target_tokens: TokenCount | None = None
+    target_token: TokenCount | None = None
     threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
     method: str | None = None
     keep_order: bool = True
@@ -285,10 +306,17 @@ class CompressedDocumentOut(Struct):
     sentence_scores: list[float]
 
 
-class CompressResponse(Struct):
+class CompressMeta(Struct, omit_defaults=True):
+    """``/v1/compress``'s ``meta``: ``stage_seconds`` (:data:`StageSecondsOut`)."""
+
+    stage_seconds: StageSecondsOut | None = None
+
+
+class CompressResponse(Struct, omit_defaults=True):
     """Compressed text per document and joined; token counts in ``tokenizer``'s tokens.
 
-    ``ratio`` is compressed_tokens / origin_tokens (the fraction kept).
+    ``ratio`` is compressed_tokens / origin_tokens (the fraction kept). ``meta`` only in a fresh
+    answer (a cache hit has none).
     """
 
     id: str
@@ -301,13 +329,19 @@ class CompressResponse(Struct):
     method: str
     model: str
     warnings: list[str]
+    meta: CompressMeta | None = None
 
     @classmethod
     def from_result(
         cls, result: CompressionResult, *, id: str, model: str, warnings: list[str]
     ) -> CompressResponse:
+        seconds = stage_seconds(result)
         return cls(
-            id=id, model=model, warnings=[*warnings, *result.warnings], **_compression(result)
+            id=id,
+            model=model,
+            warnings=[*warnings, *result.warnings],
+            meta=CompressMeta(stage_seconds=seconds) if seconds is not None else None,
+            **_compression(result),
         )
 
 
@@ -339,8 +373,8 @@ def compressed_documents(result: CompressionResult) -> list[CompressedDocumentOu
 class RerankCompressRequest(CompressRequest, kw_only=True):
     """One scoring pass for both: rank the documents, then compress the best ``top_n`` of them."""
 
-    top_n: PositiveInt | None = None
-    top_k: PositiveInt | None = None
+    top_n: Count | None = None
+    top_k: Count | None = None
     return_documents: bool = False
 
     def resolved_top_n(self) -> int | None:
@@ -400,7 +434,7 @@ class RerankCompressResponse(Struct):
             compression=CompressionOut(
                 warnings=list(compressed.warnings), **_compression(compressed)
             ),
-            meta=rerank.meta,
+            meta=replace(rerank.meta, stage_seconds=stage_seconds(compressed)),
             model=model,
             method=ranked.method,
         )
@@ -409,6 +443,7 @@ class RerankCompressResponse(Struct):
 __all__ = [
     "ApiVersion",
     "BilledUnits",
+    "CompressMeta",
     "CompressRequest",
     "CompressResponse",
     "CompressedDocumentOut",
@@ -422,5 +457,7 @@ __all__ = [
     "RerankRequest",
     "RerankResponse",
     "RerankResultOut",
+    "StageSecondsOut",
     "compressed_documents",
+    "stage_seconds",
 ]

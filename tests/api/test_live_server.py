@@ -57,7 +57,12 @@ def test_cohere_client_sees_a_401_for_a_wrong_key(server_url: str) -> None:
 
 def test_plain_http_and_public_routes(server_url: str) -> None:
     with httpx.Client(base_url=server_url, timeout=60) as c:
-        assert c.get("/health").json() == {"status": "ok", "device": "cpu", "dtype": "float32"}
+        assert c.get("/health").json() == {
+            "status": "ok",
+            "device": "cpu",
+            "dtype": "float32",
+            "max_request_tokens": 16384,  # engines handed in: not measured, the ceiling
+        }
         ready = c.get("/ready").json()
         assert (ready["status"], ready["device"], ready["dtype"]) == ("ready", "cpu", "float32")
         resp = c.post(

@@ -23,6 +23,7 @@ from ragattn.client import (
     AsyncClient,
     Client,
     ClientConfig,
+    InvalidResponseError,
     ServiceConnectionError,
     ServiceError,
     ServiceTimeoutError,
@@ -140,9 +141,12 @@ def test_async_rerank_equals_sync() -> None:
 
 def test_malformed_rerank_body_is_a_service_error() -> None:
     body = {**RERANK_BODY, "results": [{"index": 7, "relevance_score": 0.1, "raw_score": 0.0}]}
-    with pytest.raises(ServiceError, match=re.escape("result index 7 is outside 0..2")) as info:
+    want = "results[0].index: 7 is outside the 3 documents sent (0..2)"
+    with pytest.raises(ServiceError, match=re.escape(want)) as info:
         client(Server(httpx.Response(200, json=body))).rerank(QUERY, DOCS)
     assert info.value.error_type == "invalid_response"
+    assert isinstance(info.value, InvalidResponseError)
+    assert info.value.field == "results[0].index"
 
 
 def test_documents_are_validated_before_sending() -> None:
@@ -375,8 +379,7 @@ def test_rerank_and_compress_maps_both_parts_in_rank_order() -> None:
     assert [(r.index, r.relevance_score, r.raw_score) for r in ranked] == [(1, 0.8, 0.8)]
     assert ranked[0].document is docs[1] and out.documents[0].document is docs[1]
     assert out.documents[0].sentence_spans == ((0, 31), (32, 53))
-    body["compression"]["documents"][0]["index"] = 0
-    with pytest.raises(
-        ServiceError, match=re.escape("compressed documents are not the expected [1]")
-    ):
+    body["compression"]["documents"][0].update(index=0, kept_spans=[])  # valid, but not [1]
+    want = "compression.documents: the document indices [0] are not the expected [1]"
+    with pytest.raises(InvalidResponseError, match=re.escape(want)):
         client(Server(httpx.Response(200, json=body))).rerank_and_compress(QUERY, docs, ratio=0.5)

@@ -292,6 +292,7 @@ async def test_health_and_ready_say_where_the_proxy_runs(reranker: Any, compress
             "status": "ok",
             "device": "cpu",
             "dtype": "float32",
+            "max_request_tokens": 16384,  # engines handed in: not measured, the ceiling
         }
         ready = (await c.get("/ready")).json()
         assert (ready["status"], ready["device"], ready["dtype"]) == ("ready", "cpu", "float32")
