@@ -109,6 +109,27 @@ def _at_most_one(a: str, b: str) -> Schema:
     return Schema(schema_not=Schema(all_of=[_present(a), _present(b)]))
 
 
+def _equals(name: str, value: object) -> Schema:
+    """Matches an object whose ``name`` is present and equal to ``value``."""
+    return Schema(required=[name], properties={name: Schema(const=value)})
+
+
+def _never_both(a: Schema, b: Schema) -> Schema:
+    return Schema(schema_not=Schema(all_of=[a, b]))
+
+
+def _ask_rules() -> list[Schema]:
+    """The options of ``/v1/ask`` a flow cannot honour (``PipelineOptions`` refuses them with a
+    400 naming the option and the flow): the one read with ``rerank`` or ``compress`` false, and
+    a ``ratio`` with ``compress`` false."""
+    one_read = _equals("flow", "one_read")
+    return [
+        _never_both(one_read, _equals("rerank", False)),
+        _never_both(one_read, _equals("compress", False)),
+        _never_both(_equals("compress", False), _present("ratio")),
+    ]
+
+
 def _property(schema: Schema, name: str) -> Schema | None:
     prop = (schema.properties or {}).get(name)
     return prop if isinstance(prop, Schema) else None
@@ -195,6 +216,7 @@ def tighten(
             _exactly_one(*budget),
             _at_most_one("top_n", "top_k"),
         ],
+        "AskRequest": _ask_rules(),
     }
     for name, extra in rules.items():
         schema = schemas.get(name)

@@ -72,6 +72,24 @@ async def test_an_option_the_flow_cannot_honour_is_a_400_naming_both(
                 assert word in body["message"], (options, body["message"])
 
 
+async def test_the_openapi_document_states_what_the_flow_refuses(
+    make_app: Callable[..., Litestar], index_dir: Path
+) -> None:
+    """A body the schema accepts is one the server accepts (schemathesis's positive-data check):
+    the options a flow cannot honour are stated in ``AskRequest``, and the honoured ones fit."""
+    import jsonschema
+
+    async with AsyncTestClient(app=make_app(index_dir=str(index_dir))) as c:
+        document = (await c.get("/schema/openapi.json")).json()
+    ask = document["components"]["schemas"]["AskRequest"]
+    schema = {**ask, "components": document["components"]}
+    resolver = jsonschema.validators.Draft202012Validator(schema)
+    for options, _ in REFUSED:
+        assert not resolver.is_valid({**BASE, **options}), options
+    for options, *_ in HONOURED:
+        assert resolver.is_valid({**BASE, **options}), options
+
+
 HONOURED = [
     # (options, flow that runs, reranked by the proxy, compressed)
     ({}, "one_read", True, True),
