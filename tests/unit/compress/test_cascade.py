@@ -351,3 +351,116 @@ def test_a_capped_cascade_reads_at_most_its_cap_and_keeps_attention_room() -> No
     for bad in ("0.8:lexical@x", "0.8:lexical@-5", "0.8@0"):
         with pytest.raises(InvalidInputError):
             Cascade.parse(bad)
+
+
+class _Bm25First:
+    """A first pass for :meth:`Cascade.cut` that needs no model (BM25 over the given units):
+    the cut, not the lexical probe, is what these tests check."""
+
+    def __init__(self) -> None:
+        self.scored: list[int] = []
+
+    def score(self, query: str, docs: Any, units: Any) -> tuple[Any, int]:
+        from ragattn.lexical import bm25_scores
+
+        self.scored.append(len(units))
+        return bm25_scores(query, [docs[u.doc].text[u.start : u.end] for u in units]), 0
+
+
+def _pool(n_docs: int) -> list[Document]:
+    """``n_docs`` distinct paragraphs of about 60 proxy tokens, one of them about the query."""
+    docs = [
+        Document(
+            text=" ".join(
+                f"Town {d} has a market on day {k} where traders sell item {d * 7 + k}."
+                for k in range(4)
+            )
+        )
+        for d in range(n_docs)
+    ]
+    docs[n_docs // 2] = Document(
+        text="The Eiffel Tower was completed in 1889. It stands in Paris. " * 2
+    )
+    return docs
+
+
+@pytest.mark.parametrize("n_docs", [20, 60, 120])
+@pytest.mark.parametrize("ratio", [0.1, 0.5, 0.9])
+def test_the_ceiling_bounds_what_attention_reads_for_every_budget(
+    proxy: Any, n_docs: int, ratio: float
+) -> None:
+    """Counted in proxy tokens: however many candidates and whatever the budget, the read stays
+    at most the ceiling; past the room it leaves, the unread sentences fill the budget."""
+    from ragattn.sentences import split_sentences
+    from ragattn.types import Budget
+
+    cascade = Cascade(
+        min_tokens=1024, keep=0.8, scorer="lexical", min_room=1.5, links=True,
+        max_read=1024, ceiling=2048, precut=2,
+    )  # fmt: skip
+    docs = _pool(n_docs)
+    units = [
+        Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
+    ]
+    tokenizer = proxy.tokenizer
+    costs = [
+        len(ids)
+        for ids in tokenizer(
+            [docs[u.doc].text[u.start : u.end] for u in units], add_special_tokens=False
+        )["input_ids"]
+    ]
+    first = _Bm25First()
+    total = sum(costs)
+    cut = cascade.cut(
+        "When was the Eiffel Tower completed?",
+        docs,
+        units,
+        Budget(kind="ratio", value=ratio),
+        tokenizer=tokenizer,
+        lexical=lambda: first,
+    )
+    if cut is None:  # read whole: no room to cut and no more than the ceiling
+        assert total <= 2048 and 1.5 * ratio * total > 0.8 * total
+        return
+    read_tokens = sum(costs[i] for i in cut.read)
+    assert read_tokens <= 2048 + max(costs)  # whole sentences: at most one past the ceiling
+    assert cut.fill == (total > 2048 and 1.5 * ratio * total > 2048)
+    # the precut: past twice the read, the lexical pass scores only some documents' sentences
+    if total > 2 * 2048:
+        assert first.scored[0] < len(units)
+    eiffel = n_docs // 2
+    assert any(units[i].doc == eiffel for i in cut.read)
+
+
+def test_fill_scores_put_every_unread_unit_below_the_read_ones_in_first_pass_order() -> None:
+    from ragattn.compress.cascade import Cut
+
+    cut = Cut(read=np.array([1, 3]), first=np.array([0.9, 0.5, -np.inf, 0.7, 0.1]), fill=True)
+    scores = cut.fill_scores(np.array([0.8, 0.2]))
+    assert scores[1] == 0.8 and scores[3] == 0.2
+    unread = [0, 4, 2]  # by the first pass: 0.9, 0.1, then the unscored one
+    assert all(0 < scores[i] < 0.2 for i in unread)
+    assert scores[0] > scores[4] > scores[2]
+    plain = Cut(read=np.array([1, 3]), first=cut.first, fill=False).fill_scores(
+        np.array([0.8, 0.2])
+    )
+    assert plain.tolist() == [0.0, 0.8, 0.0, 0.2, 0.0]  # no fill: the dropped units score 0
+
+
+def test_the_precut_scores_the_named_then_the_closest_documents_only() -> None:
+    from ragattn.compress.cascade import precut_units
+
+    docs = [
+        Document(text="Bananas are yellow fruit grown in warm places."),
+        Document(text="Walter Lang was an American film director born in Memphis."),
+        Document(text="The Eiffel Tower is in Paris and was completed in 1889."),
+        Document(text="Cats sleep for most of the day in warm places."),
+    ]
+    units = [Unit(d, 0, len(doc.text)) for d, doc in enumerate(docs)]
+    costs = [10, 10, 10, 10]
+    query = "Where was Walter Lang born, and when was the Eiffel Tower completed?"
+    # precut 2 x a read of 25 % = 20 tokens: two whole documents
+    kept = precut_units(query, docs, units, costs, precut=2.0, share=0.25)
+    assert kept is not None and set(units[i].doc for i in kept) == {1, 2}
+    assert precut_units(query, docs, units, costs, precut=None, share=0.25) is None
+    assert precut_units(query, docs, units, costs, precut=4.0, share=0.25) is None  # all of it
