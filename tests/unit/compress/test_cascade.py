@@ -238,7 +238,10 @@ def test_the_default_compressor_cuts_long_contexts_with_the_default_cascade(prox
     # attention reads at most 1,024 tokens, never fewer than 1.5 times the budget
     assert DEFAULT_CASCADE.read_share(2560, 512) == pytest.approx(1024 / 2560)
     assert DEFAULT_CASCADE.read_share(4000, 1601) == pytest.approx(1.5 * 1601 / 4000)
-    assert not DEFAULT_CASCADE.applies(4000, 2200)  # over 53 %: 80 % leaves too little room
+    # over 53 %, 80 % leaves too little room: read whole, up to the 2,048-token ceiling
+    assert not DEFAULT_CASCADE.applies(2000, 1200)
+    assert DEFAULT_CASCADE.read_share(4000, 2200) == pytest.approx(2048 / 4000)
+    assert DEFAULT_CASCADE.fills(4000, 2200) and not DEFAULT_CASCADE.fills(4000, 1300)
     assert Compressor(proxy, cascade=None).cascade is None
 
 
@@ -267,7 +270,7 @@ def test_the_default_cascade_reads_the_paragraph_a_kept_sentence_names(proxy: An
     whole paragraph that the film's kept sentence names, at the same token share."""
     from ragattn.compress import DEFAULT_CASCADE
 
-    assert DEFAULT_CASCADE.links and DEFAULT_CASCADE.name == "0.8:lexical+links@1024"
+    assert DEFAULT_CASCADE.links and DEFAULT_CASCADE.name == "0.8:lexical+links@1024,ceiling=2048"
     docs = [
         FILM,
         Document(
