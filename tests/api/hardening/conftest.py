@@ -60,15 +60,17 @@ def _production(app: Any, settings: Settings) -> Iterator[Live]:
 def production_server(reranker: Any, compressor: Any) -> Callable[..., Any]:
     """``with production_server(**settings) as live:`` the app on the production server config.
 
-    Engines are the session's (already loaded); ``reranker=`` swaps in a test double.
+    Engines are the session's (already loaded); ``reranker=`` swaps in a test double and
+    ``compressor=`` another compressor.
     """
     from ragattn_api import create_app
 
     @contextmanager
     def start(**overrides: Any) -> Iterator[Live]:
         rr = overrides.pop("reranker", reranker)
+        cp = overrides.pop("compressor", compressor)
         settings = Settings(**overrides)
-        app = create_app(settings, reranker=rr, compressor=compressor)
+        app = create_app(settings, reranker=rr, compressor=cp)
         with _production(app, settings) as live:
             yield live
 

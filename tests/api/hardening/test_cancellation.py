@@ -36,6 +36,17 @@ SMALL = {"query": "capital of France", "documents": ["Paris is in France.", "Ban
 SETTINGS: dict[str, Any] = {"cache_backend": "none", "max_request_tokens": 200_000}
 
 
+@pytest.fixture(scope="module")
+def production_server(production_server: Callable[..., Any], compressor: Any) -> Any:
+    """The production server with a compressor that reads every token: the default read's
+    ceiling bounds attention to 2,048 tokens whatever the budget, so the long job is long only
+    without its cascade."""
+    from ragattn.compress import Compressor
+
+    whole = Compressor(compressor.proxy, cascade=None)
+    return lambda **settings: production_server(compressor=whole, **settings)
+
+
 def _counter(metrics: str, name: str) -> float:
     found = re.search(rf"^{name} (\S+)$", metrics, re.M)
     return float(found.group(1)) if found else 0.0
@@ -112,6 +123,7 @@ def test_sigterm_with_a_long_job_exits_within_the_grace_plus_one_boundary(
         max_request_tokens="200000",
         request_timeout_s="600",
         compress_method="focal",
+        compress_cascade="off",  # every token read: the ceiling would make the job short
     )
     with httpx.Client(base_url=server.url, timeout=300) as c:
         sock = _send_long(server.port)
