@@ -17,6 +17,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from ragattn.errors import ConfigError
+from ragattn.validation import shown as _shown
 
 CacheBackend = Literal["memory", "redis", "none"]
 CacheScope = Literal["shared", "key"]
@@ -38,9 +39,6 @@ _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 _MASK = "***"
 """What a secret is shown as in ``repr`` (the whole value: not even its length is shown)."""
-_MAX_ECHO_CHARS = 64
-"""Most characters of a refused value repeated in a :class:`ConfigError` message (as the
-service's error messages do; this module imports nothing of the service)."""
 
 COUNT_CEILING = 1_000_000
 """The most documents any setting (``RAGATTN_MAX_DOCUMENTS``) or request (``top_n``, ``top_k``,
@@ -299,22 +297,6 @@ def _mask_url(url: str) -> str:
 
 def _parse_str(name: str, raw: str) -> str:
     return raw
-
-
-def _shown(value: object) -> str:
-    """``value`` for a message: its ``repr``, cut to :data:`_MAX_ECHO_CHARS` characters with its
-    length stated (a 23-digit or 4,000-character value is not repeated whole)."""
-    if isinstance(value, str):
-        if len(value) <= _MAX_ECHO_CHARS:
-            return repr(value)
-        return f"{value[:_MAX_ECHO_CHARS]!r}... ({len(value)} characters)"
-    try:
-        text = repr(value)
-    except ValueError:  # an int too long for Python to write in decimal
-        return "an integer of more than 4300 digits"
-    if len(text) <= _MAX_ECHO_CHARS:
-        return text
-    return f"{text[:_MAX_ECHO_CHARS]}... ({len(text)} characters)"
 
 
 def _parse_int(name: str, raw: str) -> int:
