@@ -29,10 +29,12 @@ _CACHE_SCOPES = ("shared", "key")
 _DTYPES = ("auto", "float32", "bfloat16")
 _CASCADE = re.compile(
     r"default|off|(?:1(?:\.0*)?|0?\.\d*[1-9]\d*)(?::(?:bm25|documents|lexical)(?:\+links)?)?"
-    r"(?:@[1-9]\d*)?"
+    r"(?:@[1-9]\d*)?(?:,ceiling=[1-9]\d{0,6})?(?:,precut=[1-9]\d{0,2}(?:\.\d{1,3})?)?"
 )
-"""``RAGATTN_COMPRESS_CASCADE``: default, off, or KEEP[:SCORER[+links]][@CAP] with KEEP in (0, 1]
-and CAP the most proxy tokens attention reads."""
+"""``RAGATTN_COMPRESS_CASCADE``: default, off, or KEEP[:SCORER[+links]][@CAP][,ceiling=N][,precut=P]
+with KEEP in (0, 1], CAP the most proxy tokens attention reads for a small budget, N for any
+budget, and P the share of the read the lexical first cut embeds
+(:class:`ragattn.compress.cascade.Cascade`)."""
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -396,11 +398,12 @@ def _validate_choices(s: Settings) -> None:
     if not _CASCADE.fullmatch(s.compress_cascade):
         raise ConfigError(
             f"{env('compress_cascade')} must be default, off or KEEP:SCORER with KEEP in (0, 1] "
-            f"and SCORER one of bm25, documents, lexical, optionally +links and @CAP tokens "
-            f"(e.g. 0.8:lexical or 0.8:lexical+links@1024), "
+            f"and SCORER one of bm25, documents, lexical, optionally +links, @CAP tokens, "
+            f",ceiling=N tokens and ,precut=P (e.g. 0.8:lexical or "
+            f"0.8:lexical+links@1024,ceiling=2048,precut=2), "
             f"got {_shown(s.compress_cascade)}"
         )
-    _, at, cap = s.compress_cascade.partition("@")
+    _, at, cap = s.compress_cascade.split(",")[0].partition("@")
     # The pattern admits digits only; the length first, so that no huge number is converted.
     if at and (len(cap) > len(str(TOKEN_CEILING)) or int(cap) > TOKEN_CEILING):
         raise ConfigError(

@@ -117,7 +117,18 @@ def test_every_field_is_settable_from_the_environment() -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["default", "off", "0.8:lexical", "0.6:bm25", "1", ".9:documents", "0.8:lexical+links"]
+    "value",
+    [
+        "default",
+        "off",
+        "0.8:lexical",
+        "0.6:bm25",
+        "1",
+        ".9:documents",
+        "0.8:lexical+links",
+        "0.8:lexical+links@1024,ceiling=2048,precut=2",
+        "0.8:lexical,precut=2.5",
+    ],
 )
 def test_a_cascade_setting_is_accepted(value: str) -> None:
     assert Settings.from_env({"RAGATTN_COMPRESS_CASCADE": value}).compress_cascade == value
