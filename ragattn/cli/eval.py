@@ -241,7 +241,17 @@ def eval_compress(
         out.write_text(json.dumps(report.to_dict(), indent=2))
 
 
-CONTEXT_SETS = ("hotpotqa", "hotpotqa-fullwiki", "2wiki", "scifact", "squad")
+CONTEXT_SETS = (
+    "hotpotqa",
+    "hotpotqa-fullwiki",
+    "2wiki",
+    "scifact",
+    "squad",
+    *(
+        f"xquad-{lang}"
+        for lang in ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
+    ),
+)
 """The sets of ``eval context`` (:data:`ragattn.lab.evaluation.context.SETS`), named here so that
 ``--help`` loads no model code."""
 _RERANKING_SYSTEMS = ("rerank-stuff", "rerank3-compress", "rerank5-compress")
@@ -255,6 +265,7 @@ def eval_context(
     dataset: str = typer.Option(
         ...,
         help=f"One of {', '.join(CONTEXT_SETS)} (HotpotQA dev distractor / fullwiki, 2Wiki-200, "
+        "XQuAD per language (its files in DATA/xquad/), "
         "SciFact test claims over BM25 top-20 abstracts, SQuAD's first 1,000 answerable "
         "questions over their article's paragraphs).",
     ),
