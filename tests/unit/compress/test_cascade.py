@@ -270,7 +270,10 @@ def test_the_default_cascade_reads_the_paragraph_a_kept_sentence_names(proxy: An
     whole paragraph that the film's kept sentence names, at the same token share."""
     from ragattn.compress import DEFAULT_CASCADE
 
-    assert DEFAULT_CASCADE.links and DEFAULT_CASCADE.name == "0.8:lexical+links@1024,ceiling=2048"
+    assert (
+        DEFAULT_CASCADE.links
+        and DEFAULT_CASCADE.name == "0.8:lexical+links@1024,ceiling=2048,precut=4"
+    )
     docs = [
         FILM,
         Document(
