@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ragattn.compress import Compressor
     from ragattn.errors import InvalidInputError, RagattnError
     from ragattn.generate import LocalGenerator, OpenAIChatGenerator
+    from ragattn.languages import LANGUAGES
     from ragattn.pipeline import PipelineOptions, PipelineResult, RAGPipeline
     from ragattn.proxy import Proxy, load_proxy
     from ragattn.rerank import Reranker
@@ -29,6 +30,7 @@ _EXPORTS = {
     "Compressor": "ragattn.compress",
     "Document": "ragattn.types",
     "InvalidInputError": "ragattn.errors",
+    "LANGUAGES": "ragattn.languages",
     "LocalGenerator": "ragattn.generate",
     "OpenAIChatGenerator": "ragattn.generate",
     "PipelineOptions": "ragattn.pipeline",
@@ -64,6 +66,7 @@ __all__ = [
     "Compressor",
     "Document",
     "InvalidInputError",
+    "LANGUAGES",
     "LocalGenerator",
     "OpenAIChatGenerator",
     "PipelineOptions",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from ragattn.errors import InvalidInputError
+from ragattn.languages import AUTO, check_language
 from ragattn.types import (
     Budget,
     CompressionResult,
@@ -63,6 +64,9 @@ class VerbArgs:
         tokenizer: counts a compression's tokens (None: the engine's own).
         keep_entities: always keep sentences naming an entity of the query (``compress``).
         truncate_to: cut longer documents to this many tokens with a warning (``rerank``).
+        language: the documents' language for sentence splitting (compress verbs): an ISO 639-1
+            code of :data:`~ragattn.sentences.LANGUAGES`, or ``"auto"`` (default: by the text's
+            script, :func:`~ragattn.sentences.resolve_language`).
     """
 
     verb: Verb
@@ -72,6 +76,7 @@ class VerbArgs:
     tokenizer: Any = None
     keep_entities: bool = False
     truncate_to: int | None = None
+    language: str = AUTO
 
     def __post_init__(self) -> None:
         if self.verb not in VERBS:
@@ -83,6 +88,11 @@ class VerbArgs:
             raise InvalidInputError("give exactly one budget: ratio, target_tokens or threshold")
         if self.verb == "compress" and self.top_n is not None:
             raise InvalidInputError("compress keeps every document; top_n is for rerank tasks")
+        check_language(self.language)
+        if self.verb == "rerank" and self.language != AUTO:
+            raise InvalidInputError(
+                "rerank splits no sentences; language is for compress or rerank-compress"
+            )
 
     @classmethod
     def check(
@@ -93,12 +103,13 @@ class VerbArgs:
         default_budget: Budget | None = None,
     ) -> VerbArgs:
         """Check the keywords of a call as given (``top_n``, ``ratio``/``target_tokens``/
-        ``threshold`` or ``budget``, and the other fields), once; ``default_budget`` when a
-        compress verb is given none.
+        ``threshold`` or ``budget``, ``max_tokens`` with ``ratio``, and the other fields), once;
+        ``default_budget`` when a compress verb is given none (a ``max_tokens`` given alone
+        replaces the ceiling of a ratio ``default_budget``).
 
         Raises:
             InvalidInputError: a bad ``top_n``, not exactly one valid budget for a compress verb,
-                or a budget for ``rerank``.
+                a budget for ``rerank``, or an unknown ``language``.
         """
         kw = dict(given or {})
         try:
@@ -106,7 +117,7 @@ class VerbArgs:
         except InvalidInputError:
             check_top_n(kw.get("top_n"))  # a bad top_n is named first, as construction does
             raise
-        fields = ("top_n", "keep_order", "tokenizer", "keep_entities", "truncate_to")
+        fields = ("top_n", "keep_order", "tokenizer", "keep_entities", "truncate_to", "language")
         return cls(verb=verb, budget=budget, **{k: kw[k] for k in fields if k in kw})
 
     @property
@@ -118,10 +129,11 @@ class VerbArgs:
 
     def params(self) -> dict[str, Any]:
         """The output-changing arguments as wire fields (``top_n``, ``keep_order``, the budget's
-        own keyword), for cache keys and request bodies."""
+        own keyword, ``language`` as given), for cache keys and request bodies."""
         out: dict[str, Any] = {} if self.verb == "compress" else {"top_n": self.top_n}
         if self.budget is not None:
-            out.update(keep_order=self.keep_order, **self.budget.keywords())
+            out.update(keep_order=self.keep_order, language=self.language)
+            out.update(self.budget.keywords())
         return out
 
 
@@ -130,14 +142,16 @@ def _one_budget(
 ) -> Budget | None:
     """The budget of a call's keywords (:meth:`VerbArgs.check`): none for ``rerank``."""
     raw = tuple(given.get(k) for k in BUDGET_KEYWORDS)
-    budget = given.get("budget")
+    budget, max_tokens = given.get("budget"), given.get("max_tokens")
     if verb == "rerank":
-        if budget is not None or raw != (None, None, None):
+        if budget is not None or raw != (None, None, None) or max_tokens is not None:
             raise InvalidInputError("rerank takes no budget; use compress or rerank-compress")
         return None
     if budget is None and raw == (None, None, None) and default_budget is not None:
-        return default_budget
-    return Budget.from_args(*raw, given=budget)
+        if max_tokens is None:
+            return default_budget
+        return Budget(kind=default_budget.kind, value=default_budget.value, max_tokens=max_tokens)
+    return Budget.from_args(*raw, max_tokens=max_tokens, given=budget)
 
 
 def input_documents(documents: str | Sequence[DocumentLike]) -> list[Document]:
@@ -204,9 +218,11 @@ class CompressVerbs(Generic[_C, _RC]):
         target_tokens: int | None = None,
         threshold: float | None = None,
         budget: Budget | None = None,
+        max_tokens: int | None = None,
         keep_order: bool = True,
         tokenizer: Any = None,
         keep_entities: bool = False,
+        language: str = AUTO,
     ) -> _C:
         """Compress ``documents`` (or one ``context`` string) for ``query`` under one budget.
 
@@ -217,10 +233,16 @@ class CompressVerbs(Generic[_C, _RC]):
             target_tokens: keep at most this many tokens.
             threshold: keep sentences with keep score >= threshold (in [0, 1]).
             budget: the budget as one checked :class:`Budget`, instead of the three above.
+            max_tokens: with ``ratio``, the most tokens kept whatever the ratio gives (a
+                ceiling, in ``tokenizer``'s tokens; default none).
             keep_order: kept sentences in original order (default) or best first.
             tokenizer: counts tokens: a tokenizer object or a local/offline name; default the
                 proxy's.
             keep_entities: always keep sentences naming a capitalised word or number of the query.
+            language: the documents' language for sentence splitting: an ISO 639-1 code of
+                :data:`~ragattn.sentences.LANGUAGES` (``"de"``: German abbreviations and dates
+                end no sentence), or ``"auto"`` (default: by the text's script,
+                :func:`~ragattn.sentences.resolve_language`).
 
         Returns:
             A :class:`CompressionResult`; its text is a concatenation of original substrings
@@ -229,7 +251,8 @@ class CompressVerbs(Generic[_C, _RC]):
             warnings say so).
 
         Raises:
-            InvalidInputError: empty query, not exactly one valid budget, malformed documents.
+            InvalidInputError: empty query, not exactly one valid budget (or a ``max_tokens``
+                without ``ratio``), malformed documents, an unknown ``language``.
         """
         return self._compress_given(query, documents, _given(locals()))
 
@@ -242,9 +265,11 @@ class CompressVerbs(Generic[_C, _RC]):
         target_tokens: int | None = None,
         threshold: float | None = None,
         budget: Budget | None = None,
+        max_tokens: int | None = None,
         top_n: int | None = None,
         keep_order: bool = True,
         tokenizer: Any = None,
+        language: str = AUTO,
     ) -> _RC:
         """Rank ``documents`` and compress the best ``top_n`` of them from one scoring pass.
 

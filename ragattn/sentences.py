@@ -22,15 +22,12 @@ import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
+from ragattn.languages import AUTO as AUTO
+from ragattn.languages import LANGUAGES as LANGUAGES
+
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _WORD = re.compile(r"\w+", re.UNICODE)
 
-LANGUAGES: tuple[str, ...] = (
-    "am", "ar", "bg", "da", "de", "el", "en", "es", "fa", "fr", "hi", "hy",
-    "it", "ja", "kk", "mr", "my", "nl", "pl", "ru", "sk", "ur", "zh",
-)  # fmt: skip
-"""The ISO 639-1 codes :func:`split_sentences` has rules for (pysbd's), besides ``"auto"``."""
-AUTO = "auto"
 _SCRIPTS: tuple[tuple[str, str], ...] = (
     ("\u3040-\u30ff", "ja"),  # kana first: Japanese text also uses Han characters
     ("\u3400-\u4dbf\u4e00-\u9fff", "zh"),

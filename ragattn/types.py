@@ -260,6 +260,17 @@ BudgetKind = Literal["ratio", "target_tokens", "threshold"]
 MAX_TARGET_TOKENS = 10_000_000
 """The largest ``target_tokens`` (``ragattn.settings.TOKEN_CEILING``, the most tokens any setting
 or request names), so that no budget overflows a float."""
+DEFAULT_MAX_CONTEXT_TOKENS = 1024
+"""The token ceiling of the default ratio budgets (the pipeline's, the adapters'), so that the
+context a generator gets stops growing with the candidates.
+
+Why 1,024: the one read's attention reads at most 2,048 proxy tokens (the ``ceiling`` of
+:data:`ragattn.compress.cascade.DEFAULT_CASCADE`) and leaves the budget a room of 1.5 times its
+tokens; 1,024 is the largest round budget whose room (1.5 x 1,024 = 1,536) fits that read, so the
+default budget never makes the read fill past what attention read. It also fits a 2k-4k-token
+generator window with room for the question and the answer. At the one read's ratio 0.2: 20
+candidates of ~128 tokens (2,560 tokens) keep 512 (the ceiling does not bind); 100 candidates
+(12,800 tokens) keep 1,024 instead of 2,560."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,14 +278,19 @@ class Budget:
     """One compression budget, valid by construction: ``kind`` and its ``value``.
 
     ``ratio`` is the fraction of tokens kept, in (0, 1]; ``target_tokens`` the most tokens kept, a
-    positive integer; ``threshold`` the lowest keep score kept, in [0, 1].
+    positive integer; ``threshold`` the lowest keep score kept, in [0, 1]. ``max_tokens`` (ratio
+    only, optional) is a ceiling on a ratio budget: the most tokens kept whatever the ratio gives
+    (:data:`DEFAULT_MAX_CONTEXT_TOKENS` says why the defaults set one), in the tokens the budget
+    counts in.
 
     Raises:
-        InvalidInputError: a non-number, or a value out of range.
+        InvalidInputError: a non-number, a value out of range, or a ``max_tokens`` that is not a
+            positive integer of at most :data:`MAX_TARGET_TOKENS` or is on a non-ratio budget.
     """
 
     kind: BudgetKind
     value: float
+    max_tokens: int | None = None
 
     def __post_init__(self) -> None:
         kind, value = self.kind, self.value
@@ -293,6 +309,8 @@ class Budget:
         if kind == "threshold" and not 0 <= value <= 1:
             raise InvalidInputError("threshold must be in [0, 1]")
         object.__setattr__(self, "value", float(value))
+        if self.max_tokens is not None:
+            object.__setattr__(self, "max_tokens", _checked_max_tokens(kind, self.max_tokens))
 
     @classmethod
     def from_args(
@@ -301,12 +319,15 @@ class Budget:
         target_tokens: int | None = None,
         threshold: float | None = None,
         *,
+        max_tokens: int | None = None,
         given: Budget | None = None,
     ) -> Budget:
-        """The one budget given: ``given`` (already checked) or one of the three keywords.
+        """The one budget given: ``given`` (already checked) or one of the three keywords, with
+        ``max_tokens`` as the ceiling of a ``ratio``.
 
         Raises:
-            InvalidInputError: none or more than one budget, or a value out of range.
+            InvalidInputError: none or more than one budget, a value out of range, or a
+                ``max_tokens`` without a ``ratio`` (or beside ``given``: set it on the budget).
         """
         candidates: tuple[tuple[BudgetKind, float | int | None], ...] = (
             ("ratio", ratio),
@@ -317,21 +338,57 @@ class Budget:
         if len(named) + (given is not None) != 1:
             raise InvalidInputError("give exactly one budget: ratio, target_tokens or threshold")
         if given is not None:
+            if max_tokens is not None:
+                raise InvalidInputError(
+                    "max_tokens is part of the budget: give Budget(..., max_tokens=...) instead"
+                )
             return given
         kind, value = named[0]
-        return cls(kind=kind, value=value)  # type: ignore[arg-type]  # checked in __post_init__
+        # checked in __post_init__
+        return cls(kind=kind, value=value, max_tokens=max_tokens)  # type: ignore[arg-type]
 
     def keywords(self) -> dict[str, float | int]:
-        """The budget as the keyword (and wire field) it was given as: ``{"ratio": 0.5}``."""
-        return {self.kind: int(self.value) if self.kind == "target_tokens" else self.value}
+        """The budget as the keywords (and wire fields) it was given as: ``{"ratio": 0.5}``, or
+        ``{"ratio": 0.2, "max_tokens": 1024}`` with a ceiling."""
+        out: dict[str, float | int] = {
+            self.kind: int(self.value) if self.kind == "target_tokens" else self.value
+        }
+        if self.max_tokens is not None:
+            out["max_tokens"] = self.max_tokens
+        return out
 
     def token_limit(self, origin_tokens: int) -> int | None:
-        """The most tokens kept out of ``origin_tokens``; ``None`` for a threshold."""
+        """The most tokens kept out of ``origin_tokens``; ``None`` for a threshold. A ratio keeps
+        ``floor(ratio * origin_tokens)`` (at least 1), at most ``max_tokens`` when set."""
         if self.kind == "ratio":
-            return max(1, math.floor(self.value * origin_tokens))
+            limit = max(1, math.floor(self.value * origin_tokens))
+            return limit if self.max_tokens is None else min(limit, self.max_tokens)
         if self.kind == "target_tokens":
             return int(self.value)
         return None
+
+
+def _checked_max_tokens(kind: BudgetKind, max_tokens: object) -> int:
+    """``max_tokens`` of a ratio budget: a positive integer of at most
+    :data:`MAX_TARGET_TOKENS` (``bool`` is not one).
+
+    Raises:
+        InvalidInputError: a non-ratio budget, or anything else.
+    """
+    if kind != "ratio":
+        raise InvalidInputError(
+            f"max_tokens is the token ceiling of a ratio budget; send it with ratio, not with "
+            f"{kind}"
+        )
+    if (
+        isinstance(max_tokens, bool)
+        or not isinstance(max_tokens, int)
+        or not 1 <= max_tokens <= MAX_TARGET_TOKENS
+    ):
+        raise InvalidInputError(
+            f"max_tokens must be a positive integer of at most {MAX_TARGET_TOKENS}"
+        )
+    return max_tokens
 
 
 def check_top_n(top_n: object) -> int | None:

@@ -48,6 +48,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 
 from ragattn.errors import InvalidInputError
+from ragattn.languages import LANGUAGES
 from ragattn_api.errors import UnsupportedMediaTypeError
 from ragattn_api.logsafe import MAX_ECHO_CHARS, quoted
 
@@ -290,10 +291,13 @@ ROUTE_ONLY_FIELDS: Mapping[str, str] = MappingProxyType(
     {
         "prune": "/v1/rerank, /v2/rerank and /rerank (on /v1/compress and /v1/rerank_compress "
         "send the budget, ratio, target_tokens or threshold, at the top level)",
+        "language": "/v1/compress, /v1/rerank_compress and /v1/ask (on the rerank routes send it "
+        "in 'prune', with the budget: a plain rerank splits no sentences)",
     }
 )
 """Top-level fields of some routes' bodies, refused (not ignored) on the others, with the routes
-that take them: ignoring ``prune`` would answer without the pruned text the caller asked for."""
+that take them: ignoring ``prune`` would answer without the pruned text the caller asked for,
+ignoring ``language`` would split sentences by other rules than the caller named."""
 
 
 def decode_strict(raw: bytes, kind: Any) -> tuple[Any, list[str]]:
@@ -323,6 +327,7 @@ def decode_strict(raw: bytes, kind: Any) -> tuple[Any, list[str]]:
 
 _EMPTY_TEXT = re.compile(r"Expected `str` (of length >= 1|matching regex .*) - at `\$\.(\w+)`$")
 _EMPTY_LIST = re.compile(r"Expected `array` of length >= 1 - at `\$\.(documents|texts|context)`$")
+_BAD_LANGUAGE = re.compile(r"^Invalid enum value .* - at `\$\.(prune\.)?language`$", re.DOTALL)
 _UNKNOWN_KEY = re.compile(r"Object contains unknown field `(.*)` - at `\$\.(\w+)`$", re.DOTALL)
 _QUOTED = re.compile(r"`[^`]*`" r"|'(?:[^'\\]|\\.)*'" r'|"(?:[^"\\]|\\.)*"', re.DOTALL)
 """A backquoted name or a Python string literal (``repr``: single or double quotes) in one of
@@ -387,7 +392,10 @@ def _plain(message: str, kind: Any = None, parsed: Any = None) -> str:
         names = [n for t in _structs_in(inner) for n in (_struct_fields(t) or {})] if inner else []
         known = f"; its fields are {', '.join(names)}" if names else ""
         return f"'{where}' has no field {quoted(key)}{known}"
-    return f"invalid request body: {_QUOTED.sub(_cut_quoted, message)}"
+    plain = f"invalid request body: {_QUOTED.sub(_cut_quoted, message)}"
+    if _BAD_LANGUAGE.search(message):
+        return f"{plain}; valid languages: auto, {', '.join(LANGUAGES)}"
+    return plain
 
 
 def _cut_quoted(match: re.Match[str]) -> str:

@@ -14,6 +14,7 @@ only) and ``X-Frame-Options: DENY`` (:func:`api.edge.add_response_headers`).
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
 from litestar import MediaType, Response
@@ -23,6 +24,7 @@ from litestar.openapi.spec import Components, OpenAPI, OpenAPIType, Schema, Secu
 
 import ragattn
 from ragattn.compress.registry import METHODS as COMPRESS_METHODS
+from ragattn.languages import LANGUAGES
 from ragattn.methods import MethodTable
 from ragattn.rerank.registry import METHODS as RERANK_METHODS
 from ragattn.settings import Settings
@@ -114,19 +116,32 @@ def _equals(name: str, value: object) -> Schema:
     return Schema(required=[name], properties={name: Schema(const=value)})
 
 
+def _one_of(name: str, values: Sequence[object]) -> Schema:
+    """Matches an object whose ``name`` is present and one of ``values``."""
+    return Schema(required=[name], properties={name: Schema(enum=list(values))})
+
+
 def _never_both(a: Schema, b: Schema) -> Schema:
     return Schema(schema_not=Schema(all_of=[a, b]))
+
+
+def _ceiling_rules(*budgets: str) -> list[Schema]:
+    """``max_tokens`` (the ceiling of a ratio) never with one of the other ``budgets``."""
+    return [_never_both(_present("max_tokens"), _present(b)) for b in budgets]
 
 
 def _ask_rules() -> list[Schema]:
     """The options of ``/v1/ask`` a flow cannot honour (``PipelineOptions`` refuses them with a
     400 naming the option and the flow): the one read with ``rerank`` or ``compress`` false, and
-    a ``ratio`` with ``compress`` false."""
+    a ``ratio``, ``max_context_tokens`` or a ``language`` other than ``auto`` with ``compress``
+    false."""
     one_read = _equals("flow", "one_read")
     return [
         _never_both(one_read, _equals("rerank", False)),
         _never_both(one_read, _equals("compress", False)),
         _never_both(_equals("compress", False), _present("ratio")),
+        _never_both(_equals("compress", False), _one_of("language", LANGUAGES)),
+        _never_both(_equals("compress", False), _present("max_context_tokens")),
     ]
 
 
@@ -188,9 +203,10 @@ def tighten(
 
     - exactly one of ``documents`` / ``texts`` (rerank) or ``documents`` / ``context`` (compress),
       and exactly one budget among ``ratio``, ``rate``, ``target_tokens``, ``target_token``,
-      ``threshold``; at most one of ``top_n`` and its alias ``top_k``; in the rerank request's
-      ``prune`` object exactly one of ``ratio``, ``target_tokens``, ``threshold`` and no other key,
-      and ``prune`` not with ``method``;
+      ``threshold``, ``max_tokens`` only with ``ratio`` (or ``rate``); at most one of ``top_n``
+      and its alias ``top_k``; in the rerank request's ``prune`` object exactly one of ``ratio``,
+      ``target_tokens``, ``threshold`` (``max_tokens`` only with ``ratio``) and no other key, and
+      ``prune`` not with ``method``;
     - at most ``RAGATTN_MAX_DOCUMENTS`` documents, ``k`` and ``top_k``;
     - ``method`` one of the rerank methods (``rerank_methods``, default: the library's registry)
       or compression methods this server knows, each described with what it needs (the description
@@ -203,17 +219,26 @@ def tighten(
     schemas = (document.components.schemas or {}) if document.components else {}
     _numeric_bounds(schemas)
     budget = ("ratio", "rate", "target_tokens", "target_token", "threshold")
+    not_ratio = ("target_tokens", "target_token", "threshold")
     rules: dict[str, list[Schema]] = {
         "RerankRequest": [
             _exactly_one("documents", "texts"),
             _at_most_one("top_n", "top_k"),
             _at_most_one("prune", "method"),
         ],
-        "PruneIn": [_exactly_one("ratio", "target_tokens", "threshold")],
-        "CompressRequest": [_exactly_one("documents", "context"), _exactly_one(*budget)],
+        "PruneIn": [
+            _exactly_one("ratio", "target_tokens", "threshold"),
+            *_ceiling_rules("target_tokens", "threshold"),
+        ],
+        "CompressRequest": [
+            _exactly_one("documents", "context"),
+            _exactly_one(*budget),
+            *_ceiling_rules(*not_ratio),
+        ],
         "RerankCompressRequest": [
             _exactly_one("documents", "context"),
             _exactly_one(*budget),
+            *_ceiling_rules(*not_ratio),
             _at_most_one("top_n", "top_k"),
         ],
         "AskRequest": _ask_rules(),
@@ -269,11 +294,12 @@ def tighten(
 _PRUNE_HELP = (
     "Optional, not part of Cohere's API: each result's kept sentences under one budget, counted "
     "across all returned results in the proxy's tokens. Exactly one of ratio (fraction of tokens "
-    "kept), target_tokens (most tokens kept) or threshold (lowest keep score kept); any other key "
-    "is a 400. The compressor's one read then ranks and prunes: each result gains pruned_text "
-    "and kept_spans (code-point offsets into its document's text as sent), meta gains pruning "
-    "(token counts) and the response's method names the ranking method. Not with 'method'. "
-    "Omitted (or null), the response is Cohere's shape unchanged."
+    "kept), target_tokens (most tokens kept) or threshold (lowest keep score kept), with ratio "
+    "optionally max_tokens (a ceiling on it); any other key is a 400. The compressor's one "
+    "read then ranks and prunes: each result gains pruned_text and kept_spans (code-point "
+    "offsets into its document's text as sent), meta gains pruning (token counts) and the "
+    "response's method names the ranking method. Not with 'method'. Omitted (or null), the "
+    "response is Cohere's shape unchanged."
 )
 _PRUNED_TEXT_HELP = (
     "Only with 'prune': the document's kept sentences in document order, each with its original "
@@ -290,7 +316,10 @@ def _describe_prune(schemas: dict[str, Any]) -> None:
         prune.additional_properties = False
         prune.description = (
             "Exactly one budget: ratio (fraction of tokens kept, in (0, 1]), target_tokens (most "
-            "tokens kept) or threshold (lowest keep score kept, in [0, 1]); no other key."
+            "tokens kept) or threshold (lowest keep score kept, in [0, 1]); with ratio, "
+            "optionally max_tokens (the most tokens kept whatever the ratio gives); optionally "
+            "language (the documents' language for sentence splitting: auto, the default, or an "
+            "ISO 639-1 code); no other key."
         )
     request = schemas.get("RerankRequest")
     field = _property(request, "prune") if isinstance(request, Schema) else None

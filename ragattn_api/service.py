@@ -177,6 +177,7 @@ class Service(MethodEngines):
             top_n=top_n,
             budget=budget,
             truncate_to=req.max_tokens_per_doc,
+            language="auto" if req.prune is None else req.prune.language,
         )
         method: str | None
         name: str | None
@@ -188,7 +189,7 @@ class Service(MethodEngines):
         return_documents = req.resolved_return_documents()
         params: dict[str, Any] = {"method": name}
         if budget is not None:
-            params["prune"] = budget.keywords()
+            params["prune"] = {**budget.keywords(), "language": args.language}
         params.update(
             top_n=args.top_n,
             return_documents=return_documents,
@@ -237,7 +238,12 @@ class Service(MethodEngines):
     ) -> tuple[CompressResponse, bool]:
         """Compress the request's documents under its one budget."""
         documents = req.resolved_documents()
-        args = VerbArgs(verb="compress", budget=req.resolved_budget(), keep_order=req.keep_order)
+        args = VerbArgs(
+            verb="compress",
+            budget=req.resolved_budget(),
+            keep_order=req.keep_order,
+            language=req.language,
+        )
         method = self._compress_method(req.method)
         params = {"method": self._compress_name(method), **args.params()}
 
@@ -260,7 +266,11 @@ class Service(MethodEngines):
         budget = req.resolved_budget()
         top_n = _clamped(req.resolved_top_n(), len(documents))
         args = VerbArgs(
-            verb="rerank_compress", top_n=top_n, budget=budget, keep_order=req.keep_order
+            verb="rerank_compress",
+            top_n=top_n,
+            budget=budget,
+            keep_order=req.keep_order,
+            language=req.language,
         )
         method = self._compress_method(req.method)
         params = {
@@ -396,10 +406,12 @@ class Service(MethodEngines):
             top_k=req.top_k,
             top_n=req.top_n,
             ratio=req.ratio,
+            max_context_tokens=req.max_context_tokens,
             order=req.order or DEFAULT_ORDER,
             mode=self._mode(pipeline, req.mode),
             rerank=req.rerank,
             compress=req.compress,
+            language=req.language,
         )
         async with self._deadline() as deadline:
             bounded = functools.partial(pipeline.check_question, prechecked=True)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from ragattn.contract import CompressEngine, CompressVerbs, RerankEngine, Verb, VerbArgs
 from ragattn.errors import InvalidInputError, ModelOutputError, RagattnError
+from ragattn.languages import AUTO
 from ragattn.types import as_documents
 from ragattn.validation import check_query
 
@@ -83,6 +84,9 @@ class BatchTask:
         method: a rerank method for ``rerank``, a compress method otherwise; None: the default.
         top_n: keep the best ``top_n`` documents (``rerank`` / ``rerank-compress``; None: all).
         ratio, target_tokens, threshold: exactly one budget for the compress tasks.
+        language: the documents' language for sentence splitting (the compress tasks): an ISO
+            639-1 code of :data:`~ragattn.sentences.LANGUAGES`, or ``"auto"`` (by each text's
+            script).
         threads: torch intra-op threads per worker (None: torch's default).
         models_dir: the learned assets every worker reads (``RAGATTN_MODELS_DIR``, passed by
             ``ragattn batch``: a Ray worker is another process; None: the worker's own choice,
@@ -98,6 +102,7 @@ class BatchTask:
     ratio: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
+    language: str = AUTO
     threads: int | None = None
     models_dir: str | None = None
     args: VerbArgs = field(init=False, repr=False, compare=False)
@@ -110,6 +115,7 @@ class BatchTask:
             "ratio": self.ratio,
             "target_tokens": self.target_tokens,
             "threshold": self.threshold,
+            "language": self.language,
         }
         object.__setattr__(self, "args", VerbArgs.check(VERB_OF[self.kind], given))
         if self.threads is not None and self.threads < 1:

@@ -52,6 +52,12 @@ TOP_N = typer.Option(None, "--top-n", min=1, help="Keep the best N documents (de
 RATIO = typer.Option(None, "--ratio", help="Fraction of tokens to keep, in (0, 1].")
 TARGET = typer.Option(None, "--target-tokens", min=1, help="Keep at most this many tokens.")
 THRESHOLD = typer.Option(None, "--threshold", help="Keep sentences scoring at least this.")
+LANGUAGE = typer.Option(
+    "auto",
+    "--language",
+    help="The documents' language for sentence splitting: an ISO 639-1 code (de, fr, ...; an "
+    "unknown one lists them) or auto, by each text's script.",
+)
 
 
 def _job(
@@ -114,6 +120,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "ratio": (float | None, RATIO),
     "target_tokens": (int | None, TARGET),
     "threshold": (float | None, THRESHOLD),
+    "language": (str, LANGUAGE),
     "top_n": (int | None, TOP_N),
     "method": (str | None, METHOD),
     "proxy": (str | None, PROXY),
@@ -128,9 +135,11 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
 
 
 def _options(kind: TaskKind) -> list[str]:
-    """The options of one command: the verb's own arguments (a budget to compress, ``top_n`` to
-    rank: :func:`~ragattn.contract.verb_keywords`) and the job's."""
+    """The options of one command: the verb's own arguments (a budget and ``language`` to
+    compress, ``top_n`` to rank: :func:`~ragattn.contract.verb_keywords`) and the job's."""
     verb_only = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
+    if kind == "rerank":
+        verb_only.add("language")  # a rerank splits no sentences
     names = [n for n in OPTIONS if n not in verb_only]
     if kind == "rerank":  # --method before --top-n, as the rerank command has always listed them
         names.remove("method")

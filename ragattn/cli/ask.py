@@ -41,10 +41,19 @@ _RATIO = typer.Option(
     max=1.0,
     help="fraction of context tokens kept (default: 0.2 for one_read, 0.5 for two_pass)",
 )
+_MAX_CONTEXT_TOKENS = typer.Option(
+    min=1,
+    help="most context tokens kept whatever the ratio gives (default: 1024 with the default "
+    "ratio, none with --ratio)",
+)
 _ORDER = typer.Option(help="context order: best_first, best_last or edges (default: measured)")
 _MODE = typer.Option(help="search mode: hybrid, bm25 or dense")
 _RERANK = typer.Option("--rerank/--no-rerank", help="rerank the hits")
 _COMPRESS = typer.Option("--compress/--no-compress", help="compress the passages")
+_LANGUAGE = typer.Option(
+    help="the passages' language for sentence splitting: an ISO 639-1 code (de, fr, es, ...; "
+    "an unknown one lists them) or auto, by each passage's script"
+)
 _GENERATOR = typer.Option(
     help="local (the proxy) or openai (default when RAGATTN_GENERATOR_BASE_URL is set)"
 )
@@ -73,10 +82,12 @@ def ask(
     top_k: Annotated[int, _TOP_K] = 20,
     top_n: Annotated[int | None, _TOP_N] = None,
     ratio: Annotated[float | None, _RATIO] = None,
+    max_context_tokens: Annotated[int | None, _MAX_CONTEXT_TOKENS] = None,
     order: Annotated[str | None, _ORDER] = None,
     mode: Annotated[str, _MODE] = "hybrid",
     rerank: Annotated[bool, _RERANK] = True,
     compress: Annotated[bool, _COMPRESS] = True,
+    language: Annotated[str, _LANGUAGE] = "auto",
     generator: Annotated[str | None, _GENERATOR] = None,
     base_url: Annotated[str | None, _BASE_URL] = None,
     model: Annotated[str | None, _MODEL] = None,
@@ -101,10 +112,12 @@ def ask(
             top_k=top_k,
             top_n=top_n,
             ratio=ratio,
+            max_context_tokens=max_context_tokens,
             order=(order or DEFAULT_ORDER),  # type: ignore[arg-type]
             mode=mode,  # type: ignore[arg-type]
             rerank=rerank,
             compress=compress,
+            language=language,
         )
         settings = ask_settings(
             cli_settings(),

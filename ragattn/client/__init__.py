@@ -56,6 +56,7 @@ from ragattn.client.wire import (
     service_options,
 )
 from ragattn.contract import CompressVerbs, RerankVerbs, VerbArgs, input_documents
+from ragattn.languages import AUTO
 from ragattn.types import (
     CompressionResult,
     Document,
@@ -141,6 +142,7 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
         *,
         top_n: int | None = None,
         prune: PruneBudget | None = None,
+        language: str = AUTO,
     ) -> _R:
         """Rerank on the service; same arguments, result and errors as :meth:`Reranker.rerank`.
 
@@ -159,22 +161,33 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
                 ``pruned_text`` and ``kept_spans`` (offsets into its ``document.text``), and
                 ``results.method`` names the ranking method (its scores are not those of a
                 plain rerank).
+            language: with ``prune``, the documents' language for sentence splitting: an ISO
+                639-1 code of :data:`~ragattn.sentences.LANGUAGES` or ``"auto"`` (default: by
+                each text's script); sent in ``prune`` when not ``"auto"`` (the service checks
+                it; without ``prune`` it refuses one, a plain rerank splits no sentences).
 
         Raises:
             InvalidInputError: bad arguments (the service's message), e.g. not exactly one budget.
             ServiceTimeoutError: no complete answer within ``timeout_s``.
             InvalidResponseError: the answer is not a ragattn server's (``field`` names the part).
         """
-        return self._exchange(lambda: self._rerank(query, as_documents(documents), top_n, prune))
+        return self._exchange(
+            lambda: self._rerank(query, as_documents(documents), top_n, prune, language)
+        )
 
     def rerank_checked(self, query: str, documents: Sequence[Document], args: VerbArgs) -> _R:
         """:meth:`rerank` of a checked call."""
-        return self._exchange(lambda: self._rerank(query, documents, args.top_n, None))
+        return self._exchange(lambda: self._rerank(query, documents, args.top_n, None, AUTO))
 
     def _rerank(
-        self, query: str, docs: Sequence[Document], top_n: int | None, prune: PruneBudget | None
+        self,
+        query: str,
+        docs: Sequence[Document],
+        top_n: int | None,
+        prune: PruneBudget | None,
+        language: str,
     ) -> tuple[str, dict[str, Any], Callable[[Any], Any]]:
-        payload = rerank_payload(query, docs, top_n, prune)
+        payload = rerank_payload(query, docs, top_n, prune, language=language)
         return self.config.rerank_path, payload, lambda body: rerank_results(body, docs)
 
     def _compress_given(
@@ -223,8 +236,9 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
             keep_order=given.get("keep_order", True),
             top_n=given.get("top_n"),
             method=self.config.compress_method,
+            language=given.get("language", AUTO),
         )
-        return path, payload, _parser(path, docs)
+        return path, payload, _parser(path, docs, given.get("language", AUTO))
 
     def _checked(
         self, path: str, query: str, docs: Sequence[Document], args: VerbArgs
@@ -238,15 +252,17 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
             keep_order=args.keep_order,
             top_n=args.top_n,
             method=self.config.compress_method,
+            language=args.language,
         )
-        return path, payload, _parser(path, docs)
+        return path, payload, _parser(path, docs, args.language)
 
 
-def _parser(path: str, docs: Sequence[Document]) -> Callable[[Any], Any]:
-    """The parser of a compress route's answer: the results carry ``docs``."""
+def _parser(path: str, docs: Sequence[Document], language: str) -> Callable[[Any], Any]:
+    """The parser of a compress route's answer: the results carry ``docs``, their sentence spans
+    re-split by the call's ``language``."""
     if path == "/v1/rerank_compress":
-        return lambda body: rerank_compress_result(body, docs)
-    return lambda body: compression_result(body, docs, range(len(docs)))
+        return lambda body: rerank_compress_result(body, docs, language=language)
+    return lambda body: compression_result(body, docs, range(len(docs)), language=language)
 
 
 class Client(

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from ragattn.client.transport import InvalidResponseError, malformed
 from ragattn.contract import BUDGET_KEYWORDS
 from ragattn.errors import InvalidInputError
+from ragattn.languages import AUTO
 from ragattn.sentences import split_sentences
 from ragattn.types import (
     Budget,
@@ -31,7 +32,8 @@ _T = TypeVar("_T")
 
 PruneBudget = Budget | Mapping[str, float | int]
 """A rerank's ``prune`` budget: a checked :class:`Budget`, or its wire object such as
-``{"ratio": 0.3}`` (one of ``ratio``, ``target_tokens``, ``threshold``; the service checks it)."""
+``{"ratio": 0.3}`` (one of ``ratio``, ``target_tokens``, ``threshold``, and ``max_tokens`` with
+``ratio``; the service checks it)."""
 
 
 # -- requests -----------------------------------------------------------------------------------
@@ -51,9 +53,16 @@ def wire_document(doc: Document) -> str | dict[str, Any]:
 
 
 def rerank_payload(
-    query: str, docs: Sequence[Document], top_n: int | None, prune: PruneBudget | None = None
+    query: str,
+    docs: Sequence[Document],
+    top_n: int | None,
+    prune: PruneBudget | None = None,
+    *,
+    language: Any = AUTO,
 ) -> dict[str, Any]:
-    """The body of a rerank route (``raw_scores`` always on: results carry both scores)."""
+    """The body of a rerank route (``raw_scores`` always on: results carry both scores);
+    ``language`` only when it is not ``"auto"``: in ``prune``, or without one at the top level,
+    where the service refuses it."""
     payload: dict[str, Any] = {
         "query": query,
         "documents": [wire_document(d) for d in docs],
@@ -64,18 +73,22 @@ def rerank_payload(
     if prune is not None:
         # Sent as given: the service checks it and says what is wrong (one rule, one place).
         payload["prune"] = prune.keywords() if isinstance(prune, Budget) else dict(prune)
+    if language != AUTO:
+        (payload if prune is None else payload["prune"])["language"] = language
     return payload
 
 
 def given_budget(given: Mapping[str, Any]) -> dict[str, Any]:
     """A keyword call's budget as wire fields, as given: the three keywords as they are (the
     service checks them and says what is wrong, so a client and the service never disagree on
-    a rule), a checked ``budget`` as its own keyword."""
+    a rule), a checked ``budget`` as its own keywords; ``max_tokens`` (a ratio's ceiling) as
+    given."""
     raw = [given.get(k) for k in BUDGET_KEYWORDS]
-    budget = given.get("budget")
+    budget, max_tokens = given.get("budget"), given.get("max_tokens")
     if budget is not None:
-        return Budget.from_args(*raw, given=budget).keywords()
-    return {k: v for k, v in zip(BUDGET_KEYWORDS, raw, strict=True) if v is not None}
+        return Budget.from_args(*raw, max_tokens=max_tokens, given=budget).keywords()
+    fields = {k: v for k, v in zip(BUDGET_KEYWORDS, raw, strict=True) if v is not None}
+    return fields if max_tokens is None else {**fields, "max_tokens": max_tokens}
 
 
 def compress_payload(
@@ -87,9 +100,11 @@ def compress_payload(
     keep_order: bool,
     top_n: int | None,
     method: str | None,
+    language: Any = AUTO,
 ) -> dict[str, Any]:
     """The body of ``/v1/compress`` or ``/v1/rerank_compress`` for ``docs``, or for the one
-    ``context`` string they were made of (sent as it is)."""
+    ``context`` string they were made of (sent as it is); ``language`` only when it is not
+    ``"auto"`` (sent as given: the service checks it)."""
     payload: dict[str, Any] = {"query": query, "keep_order": keep_order}
     if context is not None:
         payload["context"] = context
@@ -100,6 +115,8 @@ def compress_payload(
         payload["top_n"] = top_n
     if method is not None:
         payload["method"] = method
+    if language != AUTO:
+        payload["language"] = language
     return payload
 
 
@@ -295,22 +312,24 @@ def rerank_results(
 
 
 def _sentence_spans(
-    text: str, n_scores: int, kept: Sequence[KeptSpan]
+    text: str, n_scores: int, kept: Sequence[KeptSpan], language: str = AUTO
 ) -> tuple[tuple[int, int], ...] | None:
-    """Sentence spans re-split locally; None unless they provably match the server's split.
+    """Sentence spans re-split locally by the call's ``language``; None unless they provably
+    match the server's split.
 
     The wire carries one score per sentence but not the sentence ranges. The splitter is
-    deterministic, so the local split agrees whenever client and server run the same ragattn;
-    a different count or a kept span that is not a local sentence means they do not.
+    deterministic, so the local split agrees whenever client and server run the same ragattn
+    with the same language; a different count or a kept span that is not a local sentence means
+    they do not.
     """
-    spans = tuple((s.start, s.end) for s in split_sentences(text))
+    spans = tuple((s.start, s.end) for s in split_sentences(text, language=language))
     if len(spans) != n_scores or any((k.start, k.end) not in set(spans) for k in kept):
         return None
     return spans
 
 
 def _compressed_document(
-    item: Any, where: str, docs: Sequence[Document], warnings: list[str]
+    item: Any, where: str, docs: Sequence[Document], warnings: list[str], language: str
 ) -> CompressedDocument:
     obj = _object(item, where)
     index = _get(obj, where, "index", lambda v, at: _index(v, at, len(docs)))
@@ -318,7 +337,7 @@ def _compressed_document(
     text = _get(obj, where, "text", _string)
     kept = _get(obj, where, "kept_spans", lambda v, at: _kept_spans(v, at, index, doc.text))
     scores = _get(obj, where, "sentence_scores", _numbers)
-    spans = _sentence_spans(doc.text, len(scores), kept)
+    spans = _sentence_spans(doc.text, len(scores), kept, language)
     if spans is None:
         warnings.append(
             f"documents[{index}]: the server split sentences differently from this client's "
@@ -335,10 +354,16 @@ def _compressed_document(
 
 
 def compression_result(
-    body: Any, docs: Sequence[Document], indices: Sequence[int], *, where: str = ""
+    body: Any,
+    docs: Sequence[Document],
+    indices: Sequence[int],
+    *,
+    where: str = "",
+    language: str = AUTO,
 ) -> CompressionResult:
     """The result for ``body``, whose documents must be ``docs[i]`` for ``i`` in ``indices``
-    (``where``: the JSON path of ``body`` in the answer, for the error).
+    (``where``: the JSON path of ``body`` in the answer, for the error; ``language``: the call's,
+    by which the sentence spans are re-split).
 
     Raises:
         InvalidResponseError: a field is missing, of the wrong type or not finite, the documents
@@ -348,7 +373,7 @@ def compression_result(
     warnings: list[str] = []
     at = _at(where, "documents")
     documents = tuple(
-        _compressed_document(item, _at(at, n), docs, warnings)
+        _compressed_document(item, _at(at, n), docs, warnings, language)
         for n, item in enumerate(_get(obj, where, "documents", _list))
     )
     if [d.index for d in documents] != list(indices):
@@ -367,15 +392,18 @@ def compression_result(
 
 
 def rerank_compress_result(
-    body: Any, docs: Sequence[Document]
+    body: Any, docs: Sequence[Document], *, language: str = AUTO
 ) -> tuple[RerankResults, CompressionResult]:
-    """The ranking and the compression of a ``/v1/rerank_compress`` answer."""
+    """The ranking and the compression of a ``/v1/rerank_compress`` answer (``language``: the
+    call's, by which the sentence spans are re-split)."""
     # One scoring pass: a document's raw and relevance score are both its best sentence's keep
     # score, so the route sends only relevance_score; compressed documents come in rank order.
     ranked = rerank_results(body, docs, raw_is_relevance=True)
     compression = _field(body, "compression", "")
     indices = [r.index for r in ranked]
-    return ranked, compression_result(compression, docs, indices, where="compression")
+    return ranked, compression_result(
+        compression, docs, indices, where="compression", language=language
+    )
 
 
 __all__ = [

@@ -46,6 +46,7 @@ from ragattn.contract import CompressVerbs, VerbArgs, input_documents
 from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
 from ragattn.errors import ModelLoadError
 from ragattn.facade import ProxyFacade
+from ragattn.languages import AUTO, check_language
 from ragattn.proxy import DEFAULT_PROXY, Proxy, resolve_tokenizer
 from ragattn.types import (
     Budget,
@@ -226,12 +227,13 @@ class Compressor(
         )
 
     def _prepare(
-        self, query: str, documents: str | Sequence[DocumentLike]
+        self, query: str, documents: str | Sequence[DocumentLike], language: str = AUTO
     ) -> tuple[list[Document], list[Unit]]:
-        """A keyword call's query checked and documents converted, with their sentences."""
+        """A keyword call's query checked and documents converted, with their sentences (split
+        by ``language``, as the read's ``sentences`` stage splits them)."""
         check_query(query)
         docs = input_documents(documents)
-        return docs, sentence_units(docs)
+        return docs, sentence_units(docs, check_language(language))
 
     # -- scoring ---------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@
 Both verbs of the :class:`~ragattn.compress.Compressor` (``compress`` and
 ``rerank_and_compress``) are :meth:`ContextRead.run`, top to bottom:
 
-1. ``sentences``: the documents split into sentences (:func:`sentence_units`), the units every
-   later stage scores;
+1. ``sentences``: the documents split into sentences (:func:`sentence_units`, by the call's
+   ``language``), the units every later stage scores;
 2. ``cut``: the cascade's first pass picks what attention reads (:mod:`ragattn.compress.cascade`;
    the whole context when it does not cut);
 3. ``forward``: the proxy forward over what the cut kept and the sentence probe's keep scores
@@ -53,7 +53,7 @@ from ragattn.document_probe import (
     zscore_columns,
 )
 from ragattn.lexical import sigmoid
-from ragattn.sentences import split_sentences
+from ragattn.sentences import AUTO, split_sentences
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds
 
 Stage = Literal["sentences", "cut", "forward", "documents", "weighting", "ranking", "assembly"]
@@ -93,11 +93,14 @@ class StageClock:
         return tuple(self._laps)
 
 
-def sentence_units(docs: Sequence[Document]) -> list[Unit]:
-    """The sentences of ``docs`` (:func:`~ragattn.sentences.split_sentences`), document by
-    document."""
+def sentence_units(docs: Sequence[Document], language: str = AUTO) -> list[Unit]:
+    """The sentences of ``docs`` (:func:`~ragattn.sentences.split_sentences` by ``language``, a
+    code of :data:`~ragattn.sentences.LANGUAGES` or ``"auto"``: each document by its script),
+    document by document."""
     return [
-        Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
+        Unit(d, s.start, s.end)
+        for d, doc in enumerate(docs)
+        for s in split_sentences(doc.text, language=language)
     ]
 
 
@@ -217,7 +220,7 @@ class ContextRead:
         clock = StageClock(self._clock)
         budget = args.compress_budget
         with clock.stage("sentences"):
-            units = sentence_units(documents)
+            units = sentence_units(documents, args.language)
         with clock.stage("cut"):
             reading = self.cut(query, documents, units, budget)
         with clock.stage("forward"):

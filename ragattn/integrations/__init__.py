@@ -34,7 +34,9 @@ from ragattn.contract import (
     VerbArgs,
 )
 from ragattn.errors import InvalidInputError
+from ragattn.languages import AUTO
 from ragattn.types import (
+    DEFAULT_MAX_CONTEXT_TOKENS,
     Budget,
     CompressedDocument,
     CompressionResult,
@@ -236,33 +238,53 @@ def _logged_pair(
 
 DEFAULT_ADAPTER_RATIO = 0.5
 """The budget of a compression adapter given none: keep half of the tokens (LLMLingua's default
-``rate``)."""
+``rate``), at most :data:`DEFAULT_ADAPTER_MAX_TOKENS`."""
 
 DEFAULT_RETRIEVER_RATIO = 0.2
 """The budget of a one-read retriever given none: keep a fifth of the tokens of the documents it
-returns (the question's answer is usually a few sentences of the best passages)."""
+returns (the question's answer is usually a few sentences of the best passages), at most
+:data:`DEFAULT_ADAPTER_MAX_TOKENS`."""
+
+DEFAULT_ADAPTER_MAX_TOKENS = DEFAULT_MAX_CONTEXT_TOKENS
+"""The token ceiling of an adapter's default ratio (1,024,
+:data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS` says why), so that what reaches the generator
+stops growing with the documents; a ``ratio`` the caller gives has none unless ``max_tokens``
+gives one."""
 
 
 def compress_args(
     ratio: float | None,
     target_tokens: int | None,
     threshold: float | None,
+    max_tokens: int | None = None,
     *,
     verb: Verb = "compress",
     top_n: int | None = None,
     default_ratio: float = DEFAULT_ADAPTER_RATIO,
+    language: str = AUTO,
 ) -> VerbArgs:
     """The compress (or one-read, ``verb="rerank_compress"``) call of an adapter, checked once
-    when the adapter is built: its one budget, or ``ratio=default_ratio`` when it was given none,
-    and ``top_n`` (one read only; None keeps all).
+    when the adapter is built: its one budget, or ``ratio=default_ratio`` capped at
+    ``max_tokens`` (default :data:`DEFAULT_ADAPTER_MAX_TOKENS`) when it was given none, and
+    ``top_n`` (one read only; None keeps all). ``max_tokens`` with ``ratio`` caps it; a ``ratio``
+    given without it has no ceiling. ``language`` is the documents' language for sentence
+    splitting (an ISO 639-1 code of :data:`~ragattn.sentences.LANGUAGES`, or ``"auto"``: by each
+    text's script).
 
     Raises:
-        InvalidInputError: more than one budget, a value out of range, a bad ``top_n``, or a
-            ``top_n`` for ``compress`` (which keeps every document).
+        InvalidInputError: more than one budget, a value out of range, a ``max_tokens`` with
+            ``target_tokens`` or ``threshold``, a bad ``top_n``, or a ``top_n`` for ``compress``
+            (which keeps every document), an unknown ``language``.
     """
-    given = {"ratio": ratio, "target_tokens": target_tokens, "threshold": threshold, "top_n": top_n}
-    default = Budget(kind="ratio", value=default_ratio)
-    return VerbArgs.check(verb, given, default_budget=default)
+    given = {
+        "ratio": ratio,
+        "target_tokens": target_tokens,
+        "threshold": threshold,
+        "max_tokens": max_tokens,
+        "top_n": top_n,
+    }
+    default = Budget(kind="ratio", value=default_ratio, max_tokens=DEFAULT_ADAPTER_MAX_TOKENS)
+    return VerbArgs.check(verb, {**given, "language": language}, default_budget=default)
 
 
 Order = Literal["rank", "input"]
@@ -274,22 +296,25 @@ def compressor_setup(
     compressor: Any,
     order: Order,
     top_n: int | None,
-    budget: tuple[float | None, int | None, float | None],
+    budget: tuple[float | None, int | None, float | None, int | None],
     *,
     unit: str,
+    language: str = AUTO,
 ) -> tuple[VerbArgs, Engine]:
     """The checked call and the engine of a compressing adapter (the LangChain compressor, the
     LlamaIndex postprocessor): the one read for ``order="rank"``, a compress call otherwise;
-    ``budget`` is ``(ratio, target_tokens, threshold)`` as the adapter was given them.
+    ``budget`` is ``(ratio, target_tokens, threshold, max_tokens)`` as the adapter was given
+    them; ``language`` the documents' language for sentence splitting.
 
     Raises:
         InvalidInputError: a ``top_n`` without ``order="rank"`` (``unit`` names what it keeps),
-            or a bad budget (:func:`compress_args`).
+            a bad budget or an unknown ``language`` (:func:`compress_args`).
     """
     ranks = order == "rank"
     if not ranks and top_n is not None:
         raise InvalidInputError(f"top_n keeps the best {unit}; it needs order='rank'")
-    args = compress_args(*budget, verb="rerank_compress" if ranks else "compress", top_n=top_n)
+    verb: Verb = "rerank_compress" if ranks else "compress"
+    args = compress_args(*budget, verb=verb, top_n=top_n, language=language)
     return args, Engine(compressor, role="reader" if ranks else "compressor")
 
 
@@ -421,6 +446,7 @@ def _best_sentence(doc: CompressedDocument) -> tuple[str, list[dict[str, Any]]]:
 
 
 __all__ = [
+    "DEFAULT_ADAPTER_MAX_TOKENS",
     "DEFAULT_ADAPTER_RATIO",
     "DEFAULT_RETRIEVER_RATIO",
     "DEFAULT_TITLE_KEY",

@@ -1,6 +1,6 @@
 """What the adapters share as pydantic models: the title option of every adapter, and the
-engine and budget of those that compress (LangChain's compressor and retriever, LlamaIndex's
-postprocessor).
+engine, budget and sentence language of those that compress (LangChain's compressor and
+retriever, LlamaIndex's postprocessor).
 
 Both frameworks' components are pydantic models, so the settings those adapters share are
 models mixed into each. This module imports pydantic, which either framework brings: import it
@@ -22,6 +22,7 @@ from ragattn.integrations import (
     TitleKey,
     compressor_setup,
 )
+from ragattn.languages import AUTO
 from ragattn.types import CompressedDocument, CompressionResult
 
 
@@ -53,22 +54,41 @@ class EngineBudget(BaseModel):
             None: the shared in-process ``Compressor()``, loaded on the first call.
         ratio / target_tokens / threshold: at most one: the fraction of tokens kept in (0, 1],
             tokens of the engine's tokenizer, or a keep score in [0, 1]; each adapter says its
-            default.
+            default ratio, capped at 1,024 tokens
+            (:data:`~ragattn.integrations.DEFAULT_ADAPTER_MAX_TOKENS`).
+        max_tokens: with ``ratio`` (or the default one), the most tokens kept whatever the ratio
+            gives (a ceiling, in the engine's tokenizer); None: 1,024 under the default ratio,
+            no ceiling under a ``ratio`` given.
     """
 
     compressor: Any = None
     ratio: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
+    max_tokens: int | None = None
 
-    def _budget(self) -> tuple[float | None, int | None, float | None]:
-        """``(ratio, target_tokens, threshold)`` as given, for :func:`compress_args`."""
-        return self.ratio, self.target_tokens, self.threshold
+    def _budget(self) -> tuple[float | None, int | None, float | None, int | None]:
+        """``(ratio, target_tokens, threshold, max_tokens)`` as given, for
+        :func:`compress_args`."""
+        return self.ratio, self.target_tokens, self.threshold, self.max_tokens
 
 
-class CompressingAdapter(EngineBudget):
+class SentenceLanguage(BaseModel):
+    """The language option of the adapters that compress: how their documents are split into
+    sentences.
+
+    Attributes:
+        language: an ISO 639-1 code of :data:`~ragattn.sentences.LANGUAGES` (``"de"``: German
+            abbreviations and dates end no sentence), or ``"auto"`` (default: by each text's
+            script); checked when the adapter is built.
+    """
+
+    language: str = AUTO
+
+
+class CompressingAdapter(EngineBudget, SentenceLanguage):
     """The settings of a compressing adapter, checked once by :meth:`_set_up`; with no budget
-    given it keeps ``ratio=0.5``.
+    given it keeps ``ratio=0.5``, at most 1,024 tokens.
 
     Attributes:
         order: ``"rank"`` (one read, best first) or ``"input"`` (compress only, input order).
@@ -87,11 +107,16 @@ class CompressingAdapter(EngineBudget):
         (``documents``, ``nodes``) in the error messages.
 
         Raises:
-            InvalidInputError: more than one budget, a wrong engine, or ``top_n`` with
-                ``order="input"``.
+            InvalidInputError: more than one budget, a wrong engine, ``top_n`` with
+                ``order="input"``, or an unknown ``language``.
         """
         self._args, self._engine = compressor_setup(
-            self.compressor, self.order, self.top_n, self._budget(), unit=unit
+            self.compressor,
+            self.order,
+            self.top_n,
+            self._budget(),
+            unit=unit,
+            language=self.language,
         )
 
     def _kept(self, result: CompressionResult) -> list[CompressedDocument]:
@@ -100,4 +125,4 @@ class CompressingAdapter(EngineBudget):
         return [d for d in result.documents if d.text or not self.drop_empty]
 
 
-__all__ = ["CompressingAdapter", "EngineBudget", "Titled"]
+__all__ = ["CompressingAdapter", "EngineBudget", "SentenceLanguage", "Titled"]

@@ -88,7 +88,12 @@ from ragattn.integrations import (  # noqa: E402
     read_documents,
     read_title,
 )
-from ragattn.integrations._common import CompressingAdapter, EngineBudget, Titled  # noqa: E402
+from ragattn.integrations._common import (  # noqa: E402
+    CompressingAdapter,
+    EngineBudget,
+    SentenceLanguage,
+    Titled,
+)
 from ragattn.types import CompressionResult, Document, RerankResults  # noqa: E402
 
 
@@ -197,8 +202,9 @@ class RagattnCompressor(Titled, CompressingAdapter, BaseDocumentCompressor):
     may keep nothing.
 
     Args:
-        compressor, ratio, target_tokens, threshold, order: the engine, the one budget (default
-            ``ratio=0.5``) and the order, as every compressing adapter takes them
+        compressor, ratio, target_tokens, threshold, max_tokens, order: the engine, the one
+            budget (default ``ratio=0.5`` with ``max_tokens=1024``; ``max_tokens`` caps a ratio)
+            and the order, as every compressing adapter takes them
             (:class:`~ragattn.integrations._common.CompressingAdapter`).
         top_n: with ``order="rank"``, rank all documents and compress the best ``top_n``
             (default None: all).
@@ -207,10 +213,12 @@ class RagattnCompressor(Titled, CompressingAdapter, BaseDocumentCompressor):
         title_key: where each document's title is read: the metadata key (default
             ``"title"``), a callable given the ``Document``, or None (no titles); a missing or
             non-string value leaves that document untitled.
+        language: the documents' language for sentence splitting: an ISO 639-1 code
+            (``"de"``, ``"fr"``, ...) or ``"auto"`` (default: by each text's script).
 
     Raises:
-        InvalidInputError: more than one budget, a wrong engine, or ``top_n`` with
-            ``order="input"``.
+        InvalidInputError: more than one budget, a wrong engine, ``top_n`` with
+            ``order="input"``, or an unknown ``language``.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -264,11 +272,11 @@ class RagattnCompressor(Titled, CompressingAdapter, BaseDocumentCompressor):
 _READ_SETTINGS = tuple(EngineBudget.model_fields)
 """The one read's settings: its engine and budget (``compressor``, ``ratio``, ...)."""
 
-_READ_OPTIONS = ("keep_best_sentence", "title_key")
+_READ_OPTIONS = ("keep_best_sentence", "title_key", "language")
 """The one read's options that have a default: refused with steps when given."""
 
 
-class RagattnRetriever(Titled, EngineBudget, BaseRetriever):
+class RagattnRetriever(Titled, EngineBudget, SentenceLanguage, BaseRetriever):
     """Any retriever, then one read of the proxy: its candidates ranked and pruned, best first.
 
     By default the proxy reads all of the base retriever's candidates with the query once; from
@@ -293,22 +301,27 @@ class RagattnRetriever(Titled, EngineBudget, BaseRetriever):
             ``AsyncClient`` (the service); default None: the shared in-process ``Compressor()``,
             loaded on the first call.
         k: the most documents returned (default 4); ``invoke(query, k=…)`` overrides it per call.
-        ratio: fraction of the ``k`` best documents' tokens to keep, in (0, 1] (default 0.2 when
-            no budget is set); or
+        ratio: fraction of the ``k`` best documents' tokens to keep, in (0, 1] (default 0.2,
+            at most 1,024 tokens, when no budget is set); or
         target_tokens: keep at most this many tokens (the engine's tokenizer); or
         threshold: keep sentences whose keep score is at least this, in [0, 1].
+        max_tokens: with ``ratio`` (or the default one), the most tokens kept whatever the ratio
+            gives (default: 1,024 under the default ratio, none under a ``ratio`` given).
         keep_best_sentence: see above (default True for the one read; not for the steps).
         title_key: where the one read finds each document's title: the metadata key (default
             ``"title"``), a callable given the ``Document``, or None (no titles); a missing or
             non-string value leaves that document untitled. The steps have their own.
+        language: the documents' language for the one read's sentence splitting: an ISO 639-1
+            code (``"de"``, ``"fr"``, ...) or ``"auto"`` (default: by each text's script). The
+            compress step has its own.
         rerank: a :class:`RagattnRerank` step, or None.
         compress: a :class:`RagattnCompressor` step (applied to the reranked documents), or
             None; ``RagattnCompressor(order="input")`` keeps the rerank order.
 
     Raises:
-        InvalidInputError: a bad ``k``, more than one budget, a wrong engine, or the one read's
-            settings (``compressor``, a budget, ``keep_best_sentence``, ``title_key``) together
-            with steps.
+        InvalidInputError: a bad ``k``, more than one budget, a wrong engine, an unknown
+            ``language``, or the one read's settings (``compressor``, a budget,
+            ``keep_best_sentence``, ``title_key``, ``language``) together with steps.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -339,6 +352,7 @@ class RagattnRetriever(Titled, EngineBudget, BaseRetriever):
             verb="rerank_compress",
             top_n=self.k,
             default_ratio=DEFAULT_RETRIEVER_RATIO,
+            language=self.language,
         )
         self._engine = Engine(self.compressor, role="reader")
 
@@ -354,12 +368,15 @@ class RagattnRetriever(Titled, EngineBudget, BaseRetriever):
         target_tokens: int | None = None,
         threshold: float | None = None,
         title_key: TitleKey = DEFAULT_TITLE_KEY,
+        max_tokens: int | None = None,
+        language: str = "auto",
     ) -> RagattnRetriever:
         """The step pipelines: rerank with ``reranker`` and/or compress with ``compressor``
         (in-process engines or one ``Client`` for both), compression in the order it receives
-        (rerank order, or the base retriever's); ``top_n``, the budget and ``title_key`` as in
-        the adapters. With neither engine, rerank with the in-process default. The one read is
-        the constructor's default: ``RagattnRetriever(base_retriever=…, compressor=…)``."""
+        (rerank order, or the base retriever's); ``top_n``, the budget, ``title_key`` and
+        ``language`` (the compress step's) as in the adapters. With neither engine, rerank with
+        the in-process default. The one read is the constructor's default:
+        ``RagattnRetriever(base_retriever=…, compressor=…)``."""
         if reranker is None and compressor is None:
             rerank = RagattnRerank(top_n=top_n, title_key=title_key)
             return cls(base_retriever=base_retriever, rerank=rerank)
@@ -375,8 +392,10 @@ class RagattnRetriever(Titled, EngineBudget, BaseRetriever):
                 ratio=ratio,
                 target_tokens=target_tokens,
                 threshold=threshold,
+                max_tokens=max_tokens,
                 order="input",
                 title_key=title_key,
+                language=language,
             ),
         )
 

@@ -191,8 +191,9 @@ class RagattnCompressPostprocessor(CompressingAdapter, _Postprocessor):
     keep nothing.
 
     Args:
-        compressor, ratio, target_tokens, threshold, order: the engine (None: the shared
-            in-process ``Compressor()``), the one budget (none given: ``ratio=0.5``) and the
+        compressor, ratio, target_tokens, threshold, max_tokens, order: the engine (None: the
+            shared in-process ``Compressor()``), the one budget (none given: ``ratio=0.5`` with
+            ``max_tokens=1024``; ``max_tokens`` caps a ratio) and the
             order (``"rank"`` by default), as in
             :class:`~ragattn.integrations._common.CompressingAdapter`.
         top_n: with ``order="rank"``, rank all nodes and compress the best ``top_n`` (default
@@ -202,10 +203,13 @@ class RagattnCompressPostprocessor(CompressingAdapter, _Postprocessor):
         title_key: where each node's title is read: the metadata key (default ``"title"``), a
             callable given the node, or None (no titles); a missing or non-string value leaves
             that node untitled.
+        language: the nodes' language for sentence splitting: an ISO 639-1 code (``"de"``,
+            ``"fr"``, ...) or ``"auto"`` (default: by each text's script).
 
     Raises:
         InvalidInputError: more than one budget, a wrong engine, ``top_n`` with
-            ``order="input"``; at call time, no query or a node that is not a ``TextNode``.
+            ``order="input"``, an unknown ``language``; at call time, no query or a node that is
+            not a ``TextNode``.
     """
 
     def __init__(self, **data: Any) -> None:

@@ -75,7 +75,11 @@ def one_read(
     docs = [c.document for c in found.candidates]
     clock = Clock()
     args = VerbArgs(
-        verb="rerank_compress", top_n=opts.top_n, budget=opts.budget, tokenizer=counter.tokenizer
+        verb="rerank_compress",
+        top_n=opts.top_n,
+        budget=opts.budget,
+        tokenizer=counter.tokenizer,
+        language=opts.language,
     )
     ranked, result = compressor.rerank_and_compress_checked(question.text, docs, args)
     t_read = clock.lap()
@@ -125,7 +129,12 @@ def two_pass(
     compressed = compressor is not None and opts.compress and bool(kept)
     t_compress = 0.0
     if compressor is not None and compressed:
-        args = VerbArgs(verb="compress", budget=opts.budget, tokenizer=counter.tokenizer)
+        args = VerbArgs(
+            verb="compress",
+            budget=opts.budget,
+            tokenizer=counter.tokenizer,
+            language=opts.language,
+        )
         result = compressor.compress_checked(question.text, kept, args)
         spans = [d.kept_spans for d in result.documents]
         kept_texts = [d.text for d in result.documents]

@@ -4,8 +4,15 @@ Checked once, in :class:`PipelineOptions`; every stage takes them as they are. E
 honoured by the flow that runs, or refused: ``rerank=False`` or ``compress=False`` cannot apply
 to the one read (it ranks and prunes in one pass), so without a flow named they choose two
 passes, and with ``flow="one_read"`` named they are an :class:`~ragattn.errors.InvalidInputError`;
-a ``ratio`` with ``compress=False`` (nothing to compress) is one too. Counts are bounded
-(:data:`~ragattn.settings.COUNT_CEILING`) before anything computes with them.
+a ``ratio`` or a ``language`` with ``compress=False`` (nothing to compress) is one too. Counts are
+bounded (:data:`~ragattn.settings.COUNT_CEILING`) before anything computes with them. A
+``max_context_tokens`` with ``compress=False`` is refused too.
+
+The default budget is a ratio with a token ceiling
+(:data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS`, 1,024), so the generator's context stops
+growing with the candidates: at the one read's 0.2, 20 candidates of ~128 tokens keep 512 tokens,
+100 keep 1,024 (not 2,560). A ``ratio`` the caller gives has no ceiling unless
+``max_context_tokens`` gives one.
 """
 
 from __future__ import annotations
@@ -16,8 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from ragattn.errors import InvalidInputError
+from ragattn.languages import AUTO, check_language
 from ragattn.settings import COUNT_CEILING
-from ragattn.types import Budget
+from ragattn.types import DEFAULT_MAX_CONTEXT_TOKENS, MAX_TARGET_TOKENS, Budget
 from ragattn.validation import shown
 
 T = TypeVar("T")
@@ -38,7 +46,8 @@ FLOW_DEFAULTS: dict[Flow, tuple[int | None, float]] = {
     "two_pass": (5, 0.5),
 }
 """``(top_n, ratio)`` of each flow when the caller gives none: one read keeps a fifth of the
-tokens of every candidate; two passes keep half of the best five passages."""
+tokens of every candidate; two passes keep half of the best five passages. A default ratio keeps
+at most :data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS` tokens in both flows."""
 Mode = Literal["hybrid", "bm25", "dense"]
 
 
@@ -78,12 +87,21 @@ class PipelineOptions:
         ratio: fraction of context tokens the compressor keeps, in (0, 1] (of every candidate's
             tokens for one read, of the ``top_n`` passages' for two passes); default by flow
             (0.2 and 0.5), resolved here; as the compressor takes it: ``budget``.
+        max_context_tokens: the most context tokens the compressor keeps whatever the ratio
+            gives (a ceiling on ``ratio``, in the pipeline's counting tokenizer), 1..10000000;
+            default :data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS` (1,024: what the one
+            read's attention can back, and what fits a 2k-4k-token generator window) when
+            ``ratio`` is the default, none when the caller gives a ``ratio``; resolved here
+            (None with compression off); only with ``compress``.
         order: how the kept passages are arranged for the generator (:func:`order_context`).
         mode: the index's search mode: ``hybrid``, ``bm25`` or ``dense``.
         rerank: use the pipeline's reranker (ignored when it has none); ``False`` only with
             two passes.
         compress: use the pipeline's compressor (ignored when it has none); ``False`` only
-            with two passes, and without a ``ratio``.
+            with two passes, and without a ``ratio`` or a ``language``.
+        language: the passages' language for the compressor's sentence splitting: an ISO 639-1
+            code of :data:`~ragattn.sentences.LANGUAGES`, or ``"auto"`` (default: by each
+            passage's script); another than ``"auto"`` only with ``compress``.
 
     Raises:
         InvalidInputError: an unknown flow, order or mode; a count out of range; an option the
@@ -94,10 +112,12 @@ class PipelineOptions:
     top_k: int = 20
     top_n: int | None = None
     ratio: float | None = None
+    max_context_tokens: int | None = None
     order: ContextOrder = DEFAULT_ORDER
     mode: Mode = "hybrid"
     rerank: bool = True
     compress: bool = True
+    language: str = AUTO
     budget: Budget = field(init=False, repr=False, compare=False)
 
     def params(self) -> dict[str, Any]:
@@ -111,6 +131,14 @@ class PipelineOptions:
             raise InvalidInputError(
                 f"ratio is the compression budget and does not apply with compress=false "
                 f"(flow={flow} keeps whole passages); leave ratio out or send compress=true"
+            )
+        ceiling = self._ceiling(flow)
+        check_language(self.language)
+        if self.language != AUTO and not self.compress:
+            raise InvalidInputError(
+                f"language sets the compressor's sentence splitting and does not apply with "
+                f"compress=false (flow={flow} keeps whole passages); leave language out or send "
+                "compress=true"
             )
         default_top_n, default_ratio = FLOW_DEFAULTS[flow]
         if self.top_n is None:
@@ -129,7 +157,7 @@ class PipelineOptions:
                     f"got {shown(value)}"
                 )
         try:
-            budget = Budget(kind="ratio", value=ratio)
+            budget = Budget(kind="ratio", value=ratio, max_tokens=ceiling)
         except InvalidInputError as exc:
             raise InvalidInputError(f"ratio must be in (0, 1], got {shown(self.ratio)}") from exc
         object.__setattr__(self, "budget", budget)
@@ -141,6 +169,31 @@ class PipelineOptions:
             raise InvalidInputError(
                 f"unknown search mode {shown(self.mode)}; use hybrid, bm25, dense"
             )
+
+    def _ceiling(self, flow: Flow) -> int | None:
+        """The budget's token ceiling, resolved into ``max_context_tokens``: the caller's, else
+        the default one under the default ratio (none under a caller's ratio, or without
+        compression)."""
+        given = self.max_context_tokens
+        if given is not None and not self.compress:
+            raise InvalidInputError(
+                f"max_context_tokens caps the compression budget and does not apply with "
+                f"compress=false (flow={flow} keeps whole passages); leave it out or send "
+                "compress=true"
+            )
+        if given is not None and (
+            isinstance(given, bool)
+            or not isinstance(given, int)
+            or not 1 <= given <= MAX_TARGET_TOKENS
+        ):
+            raise InvalidInputError(
+                f"max_context_tokens must be a positive integer of at most {MAX_TARGET_TOKENS}, "
+                f"got {shown(given)}"
+            )
+        if given is None and self.ratio is None and self.compress:
+            given = DEFAULT_MAX_CONTEXT_TOKENS
+        object.__setattr__(self, "max_context_tokens", given)
+        return given
 
     def _flow(self) -> Flow:
         """The flow named, else the one the switches allow; refuse a switch the named flow

@@ -37,6 +37,13 @@ SearchMode = Literal["hybrid", "bm25", "dense"]
 """A search mode; omitted: ``hybrid`` when the index has dense vectors, else ``bm25``."""
 Fraction = Annotated[float, Meta(gt=0, le=1)]
 """A ratio of tokens kept: in (0, 1]."""
+Language = Literal[
+    "auto", "am", "ar", "bg", "da", "de", "el", "en", "es", "fa", "fr", "hi", "hy",
+    "it", "ja", "kk", "mr", "my", "nl", "pl", "ru", "sk", "ur", "zh",
+]  # fmt: skip
+"""The documents' language for sentence splitting: ``auto`` (by each text's script) or an ISO
+639-1 code of :data:`ragattn.languages.LANGUAGES` (the same codes, in the same order; another
+value is a 400)."""
 
 
 class DocumentIn(Struct, kw_only=True):
@@ -140,6 +147,7 @@ __all__ = [
     "ErrorResponse",
     "HealthResponse",
     "KeptSpanOut",
+    "Language",
     "ReadyResponse",
     "finite",
     "kept_spans",

@@ -10,8 +10,10 @@ from ragattn_api.schemas.common import (
     Count,
     Fraction,
     KeptSpanOut,
+    Language,
     SearchMode,
     Text,
+    TokenCount,
     finite,
 )
 
@@ -59,12 +61,18 @@ class AskRequest(Struct, kw_only=True):
     their best sentences) or ``two_pass`` (rerank, keep ``top_n``, compress those); omitted, it
     is ``one_read``, or ``two_pass`` when ``rerank`` or ``compress`` is false. ``top_n`` and
     ``ratio`` default by flow: every candidate and 0.2 for one read, 5 and 0.5 for two passes.
+    ``max_context_tokens`` is the most context tokens kept whatever the ratio gives: default 1,024
+    under the default ratio (so the context stops growing with ``top_k``: 20 candidates of ~128
+    tokens keep 512 tokens, 100 keep 1,024, not 2,560), none when ``ratio`` is sent.
     ``order`` is the context order for the generator (``best_first``, ``best_last``, ``edges``;
     default: the library's measured default). ``rerank`` / ``compress`` switch those stages off.
     Every option is honoured by the flow that runs or refused (400, naming the option and the
     flow): ``"flow": "one_read"`` with ``"rerank": false`` or ``"compress": false`` (the one read
-    ranks and prunes in one pass), ``ratio`` with ``"compress": false``
-    (:class:`~ragattn.pipeline.PipelineOptions` holds the rule).
+    ranks and prunes in one pass), ``ratio``, ``max_context_tokens`` or a ``language`` other
+    than ``auto`` with ``"compress": false`` (:class:`~ragattn.pipeline.PipelineOptions` holds
+    the rule).
+    ``language`` is the passages' language for the compressor's sentence splitting: ``auto``
+    (default, by each passage's script) or an ISO 639-1 code.
     """
 
     question: Text
@@ -72,10 +80,12 @@ class AskRequest(Struct, kw_only=True):
     top_k: Count = 20
     top_n: Count | None = None
     ratio: Fraction | None = None
+    max_context_tokens: TokenCount | None = None
     order: Literal["best_first", "best_last", "edges"] | None = None
     mode: SearchMode | None = None
     rerank: bool = True
     compress: bool = True
+    language: Language = "auto"
     return_text: bool = False
 
 

@@ -18,6 +18,7 @@ from ragattn_api.schemas.common import (
     Fraction,
     Int32,
     KeptSpanOut,
+    Language,
     Text,
     TokenCount,
     finite,
@@ -33,27 +34,43 @@ class PruneIn(Struct, kw_only=True, forbid_unknown_fields=True):
 
     ``ratio`` is the fraction of tokens kept, in (0, 1]; ``target_tokens`` the most tokens kept;
     ``threshold`` the lowest keep score kept, in [0, 1]: the compress route's budgets, without its
-    LLMLingua aliases. Unlike the top-level fields (Cohere's, whose unknown siblings are ignored
-    with a warning) an unknown key in here is a 400: the object is ours, and a misspelt budget
-    must not pass.
+    LLMLingua aliases; ``max_tokens`` (optional, with ``ratio`` only) caps a ratio at that many
+    tokens. ``language`` (optional) is the documents' language for sentence splitting, as on the
+    compress route: ``auto`` (default) or an ISO 639-1 code. Unlike the top-level fields
+    (Cohere's, whose unknown siblings are ignored with a warning) an unknown key in here is a
+    400: the object is ours, and a misspelt budget must not pass.
     """
 
     ratio: Fraction | None = None
     target_tokens: TokenCount | None = None
     threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
+    max_tokens: TokenCount | None = None
+    language: Language = "auto"
 
     def budget(self) -> Budget:
         """The one :class:`~ragattn.types.Budget` named here.
 
         Raises:
-            InvalidInputError: none or more than one budget.
+            InvalidInputError: none or more than one budget, or ``max_tokens`` without ``ratio``.
         """
         try:
-            return Budget.from_args(self.ratio, self.target_tokens, self.threshold)
+            budget = Budget.from_args(self.ratio, self.target_tokens, self.threshold)
         except InvalidInputError as exc:
             raise InvalidInputError(
                 "send exactly one budget in 'prune': ratio, target_tokens or threshold"
             ) from exc
+        return _capped(budget, self.max_tokens)
+
+
+def _capped(budget: Budget, max_tokens: int | None) -> Budget:
+    """``budget`` with the token ceiling ``max_tokens`` (None: as it is).
+
+    Raises:
+        InvalidInputError: a ceiling on a budget that is not a ratio (the message names both).
+    """
+    if max_tokens is None:
+        return budget
+    return Budget(kind=budget.kind, value=budget.value, max_tokens=max_tokens)
 
 
 class RerankRequest(Struct, kw_only=True):
@@ -258,6 +275,10 @@ class CompressRequest(Struct, kw_only=True):
     """Compress documents (or one ``context``) for a query under exactly one budget.
 
     ``rate`` and ``target_token`` are LLMLingua's names for ``ratio`` and ``target_tokens``.
+    ``max_tokens`` (optional, with ``ratio`` only) is a ceiling on a ratio: the most tokens kept
+    whatever the ratio gives. ``language`` (optional) is the documents' language for sentence
+    splitting: ``auto`` (default, by each text's script) or an ISO 639-1 code
+    (:data:`~ragattn_api.schemas.common.Language`).
     """
 
     query: Text
@@ -268,8 +289,10 @@ class CompressRequest(Struct, kw_only=True):
     target_tokens: TokenCount | None = None
     target_token: TokenCount | None = None
     threshold: Annotated[float, Meta(ge=0, le=1)] | None = None
+    max_tokens: TokenCount | None = None
     method: str | None = None
     keep_order: bool = True
+    language: Language = "auto"
 
     def resolved_documents(self) -> list[Document]:
         """The documents from ``documents`` or ``context`` (exactly one of them)."""
@@ -284,7 +307,7 @@ class CompressRequest(Struct, kw_only=True):
     def resolved_budget(self) -> Budget:
         """Exactly one of ratio / target_tokens / threshold, aliases folded in, as the one checked
         :class:`~ragattn.types.Budget` the library takes (:meth:`Budget.from_args` holds the
-        rule)."""
+        rule), capped at ``max_tokens`` when given (a ratio only)."""
         if self.ratio is not None and self.rate is not None:
             raise InvalidInputError("send 'ratio' or its alias 'rate', not both")
         if self.target_tokens is not None and self.target_token is not None:
@@ -292,11 +315,12 @@ class CompressRequest(Struct, kw_only=True):
         ratio = self.ratio if self.ratio is not None else self.rate
         target = self.target_tokens if self.target_tokens is not None else self.target_token
         try:
-            return Budget.from_args(ratio, target, self.threshold)
+            budget = Budget.from_args(ratio, target, self.threshold)
         except InvalidInputError as exc:
             raise InvalidInputError(
                 "send exactly one budget: ratio (or rate), target_tokens or threshold"
             ) from exc
+        return _capped(budget, self.max_tokens)
 
 
 class CompressedDocumentOut(Struct):

@@ -126,6 +126,29 @@ async def test_ask_two_pass_flow_reranks_then_compresses(
     assert len(body["sources"]) == 3 and body["sources"][0]["id"] == "eiffel"
 
 
+async def test_ask_caps_the_context_at_max_context_tokens(
+    make_app: Callable[..., Litestar], index_dir: Path
+) -> None:
+    """The default budget is 0.2 with a 1,024-token ceiling (it does not bind on this small
+    index); ``max_context_tokens`` caps a caller's ratio too."""
+    app = make_app(index_dir=str(index_dir), generator_max_tokens=2, cache_backend="none")
+    base = {"question": QUESTION, "mode": "bm25", "top_k": 4}
+    async with AsyncTestClient(app=app) as c:
+        default = await c.post("/v1/ask", json=base)
+        whole = await c.post("/v1/ask", json={**base, "ratio": 1.0})
+        capped = await c.post("/v1/ask", json={**base, "ratio": 1.0, "max_context_tokens": 16})
+        refused = await c.post(
+            "/v1/ask", json={**base, "compress": False, "max_context_tokens": 16}
+        )
+    for resp in (default, whole, capped):
+        assert resp.status_code == 200, resp.text
+    before = default.json()["tokens_before"]
+    assert default.json()["tokens_after"] <= min(1024, int(0.2 * before))
+    assert capped.json()["tokens_after"] <= 16 < whole.json()["tokens_after"]
+    assert (refused.status_code, refused.json()["error_type"]) == (400, "invalid_request")
+    assert "max_context_tokens" in refused.json()["message"]
+
+
 async def test_ask_is_absent_without_an_index(make_app: Callable[..., Litestar]) -> None:
     async with AsyncTestClient(app=make_app()) as c:
         resp = await c.post("/v1/ask", json={"question": QUESTION})

@@ -100,6 +100,32 @@ async def test_compress_cache_hit_equals_fresh(client: AsyncTestClient[Litestar]
             "invalid_request",
             "nope",
         ),
+        ({"query": QUERY, "documents": DOCS, "max_tokens": 8}, 400, "invalid_request", "exactly"),
+        (
+            {"query": QUERY, "documents": DOCS, "target_tokens": 10, "max_tokens": 8},
+            400,
+            "invalid_request",
+            "max_tokens is the token ceiling of a ratio budget; send it with ratio, not with "
+            "target_tokens",
+        ),
+        (
+            {"query": QUERY, "documents": DOCS, "target_token": 10, "max_tokens": 8},
+            400,
+            "invalid_request",
+            "not with target_tokens",
+        ),
+        (
+            {"query": QUERY, "documents": DOCS, "threshold": 0.5, "max_tokens": 8},
+            400,
+            "invalid_request",
+            "not with threshold",
+        ),
+        (
+            {"query": QUERY, "documents": DOCS, "ratio": 0.5, "max_tokens": 0},
+            400,
+            "invalid_request",
+            "`$.max_tokens`",
+        ),
     ],
 )
 async def test_bad_compress_requests(
@@ -140,6 +166,26 @@ async def test_rerank_compress_matches_the_library(
     assert {k: v for k, v in again.json().items() if k != "id"} == {
         k: v for k, v in body.items() if k != "id"
     }
+
+
+async def test_a_ratios_max_tokens_caps_what_is_kept_and_is_its_own_cache_entry(
+    client: AsyncTestClient[Litestar], compressor: Any
+) -> None:
+    payload = {"query": QUERY, "documents": DOCS, "ratio": 0.9}
+    plain = await client.post("/v1/compress", json=payload)
+    capped = await client.post("/v1/compress", json={**payload, "max_tokens": 8})
+    again = await client.post("/v1/compress", json={**payload, "max_tokens": 8})
+    assert plain.status_code == capped.status_code == 200, (plain.text, capped.text)
+    # a cached ratio-0.9 answer never answers a ratio-0.9-at-most-8-tokens call
+    assert [r.headers["x-ragattn-cache"] for r in (plain, capped, again)] == ["miss", "miss", "hit"]
+    expected = compressor.compress(QUERY, DOCS, ratio=0.9, max_tokens=8)
+    body = capped.json()
+    assert body["compressed_text"] == expected.compressed_text
+    assert body["compressed_tokens"] == expected.compressed_tokens <= 8
+    assert plain.json()["compressed_tokens"] > 8
+    ranked = await client.post("/v1/rerank_compress", json={**payload, "max_tokens": 8, "top_n": 2})
+    assert ranked.status_code == 200, ranked.text
+    assert ranked.json()["compression"]["compressed_tokens"] <= 8
 
 
 async def test_rerank_compress_needs_one_budget(client: AsyncTestClient[Litestar]) -> None:

@@ -332,9 +332,15 @@ BAD_PRUNE: list[tuple[Any, str]] = [
     ({"threshold": 1.5}, "`$.prune.threshold`"),
     (
         {"ratio": 0.2, "keep_order": False},
-        "'prune' has no field 'keep_order'; its fields are ratio, target_tokens, threshold",
+        "'prune' has no field 'keep_order'; its fields are ratio, target_tokens, threshold, "
+        "max_tokens",
     ),
-    ({"max_tokens": 64}, "'prune' has no field 'max_tokens'"),
+    ({"max_tokens": 64}, "send exactly one budget in 'prune'"),
+    ({"target_tokens": 10, "max_tokens": 64}, "max_tokens is the token ceiling of a ratio"),
+    ({"threshold": 0.5, "max_tokens": 64}, "send it with ratio, not with threshold"),
+    ({"ratio": 0.2, "max_tokens": 0}, "`$.prune.max_tokens`"),
+    ({"ratio": 0.2, "max_tokens": True}, "`$.prune.max_tokens`"),
+    ({"ratio": 0.2, "max_tokens": 2.5}, "`$.prune.max_tokens`"),
     (0.2, "`$.prune`"),
     ("ratio", "`$.prune`"),
     ([{"ratio": 0.2}], "`$.prune`"),
@@ -438,6 +444,11 @@ async def test_pruned_and_unpruned_calls_never_share_a_cache_entry(
     # Another budget, or the same budget in other units, is another answer.
     assert (await call({"prune": {"ratio": 0.6}}))[0] == "miss"
     assert (await call({"prune": {"target_tokens": 20}}))[0] == "miss"
+    # a ratio's ceiling is another budget: its own entry
+    capped_cache, capped = await call({"prune": {"ratio": 0.4, "max_tokens": 8}})
+    assert capped_cache == "miss"
+    assert capped["meta"]["pruning"]["compressed_tokens"] <= 8
+    assert pruned["meta"]["pruning"]["compressed_tokens"] > 8
     assert (await call({"prune": {"ratio": 0.4}, "top_n": 2}))[0] == "miss"
 
 

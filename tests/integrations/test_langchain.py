@@ -489,3 +489,39 @@ def test_the_title_key_belongs_to_the_one_read_or_to_each_step(reranker: Any) ->
         )
     built = RagattnRetriever.from_engines(base, reranker=reranker, title_key="name")
     assert built.rerank is not None and built.rerank.title_key == "name"
+
+
+GERMAN = "Er kam am 12. Mai nach Hause zurück. Dann schlief er lange."
+GERMAN_SENTENCES = ["Er kam am 12. Mai nach Hause zurück.", "Dann schlief er lange."]
+"""Two sentences under German rules; English rules end one after "am 12."."""
+
+
+def test_the_language_reaches_the_read(engines: tuple[Any, Any], reranker: Any) -> None:
+    _, compressor = engines
+    query = "Wann kam er nach Hause?"
+    docs = [Document(page_content=GERMAN, id="g")]
+    for order in ("input", "rank"):
+        adapter = RagattnCompressor(compressor=compressor, ratio=1.0, order=order, language="de")
+        (out,) = adapter.compress_documents(docs, query)
+        assert [s["text"] for s in out.metadata[KEPT]] == GERMAN_SENTENCES, order
+    base = ListRetriever(documents=docs)
+    retriever = RagattnRetriever(
+        base_retriever=base, compressor=compressor, ratio=1.0, language="de"
+    )
+    (got,) = retriever.invoke(query)
+    assert [s["text"] for s in got.metadata[KEPT]] == GERMAN_SENTENCES
+    steps = RagattnRetriever.from_engines(base, compressor=compressor, ratio=1.0, language="de")
+    (step,) = steps.invoke(query)
+    assert [s["text"] for s in step.metadata[KEPT]] == GERMAN_SENTENCES
+    (english,) = RagattnCompressor(
+        compressor=compressor, ratio=1.0, language="en"
+    ).compress_documents(docs, query)
+    assert [s["text"] for s in english.metadata[KEPT]] != GERMAN_SENTENCES
+    with pytest.raises(InvalidInputError, match=re.escape("unknown language 'xx'; valid: auto")):
+        RagattnCompressor(compressor=compressor, language="xx")
+    with pytest.raises(InvalidInputError, match=re.escape("unknown language 'xx'; valid: auto")):
+        RagattnRetriever(base_retriever=base, compressor=compressor, language="xx")
+    with pytest.raises(InvalidInputError, match=re.escape("language configure the one read")):
+        RagattnRetriever(
+            base_retriever=base, rerank=RagattnRerank(reranker=reranker), language="de"
+        )

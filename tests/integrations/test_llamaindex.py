@@ -293,3 +293,21 @@ def test_a_query_engine_reads_titles_by_callable(
     response = engine.query(corpus.query)
     pair = compressor.rerank_and_compress(corpus.query, library_docs(corpus), ratio=0.5, top_n=2)
     assert_read(response.source_nodes, inputs, pair)
+
+
+GERMAN = "Er kam am 12. Mai nach Hause zurück. Dann schlief er lange."
+GERMAN_SENTENCES = ["Er kam am 12. Mai nach Hause zurück.", "Dann schlief er lange."]
+"""Two sentences under German rules; English rules end one after "am 12."."""
+
+
+def test_the_language_reaches_the_read(engines: tuple[Any, Any]) -> None:
+    _, compressor = engines
+    german = [NodeWithScore(node=TextNode(text=GERMAN, id_="g"), score=0.5)]
+    for order in ("input", "rank"):
+        post = RagattnCompressPostprocessor(
+            compressor=compressor, ratio=1.0, order=order, language="de"
+        )
+        (out,) = post.postprocess_nodes(german, query_str="Wann kam er nach Hause?")
+        assert [s["text"] for s in out.node.metadata[KEPT]] == GERMAN_SENTENCES, order
+    with pytest.raises(InvalidInputError, match=re.escape("unknown language 'xx'; valid: auto")):
+        RagattnCompressPostprocessor(compressor=compressor, language="xx")

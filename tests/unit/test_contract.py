@@ -20,7 +20,7 @@ from ragattn.generate import GeneratedAnswer
 from ragattn.limits import LimitChecker, Limits
 from ragattn.pipeline import PipelineOptions, Question, RAGPipeline
 from ragattn.retrieve.corpus import Hit
-from ragattn.types import Budget
+from ragattn.types import Budget, Document
 
 ONE = "give exactly one budget: ratio, target_tokens or threshold"
 
@@ -67,11 +67,16 @@ def test_verb_args_carry_what_each_verb_takes() -> None:
     assert verb_keywords("compress") == ("ratio", "target_tokens", "threshold")
     assert verb_keywords("rerank_compress") == ("ratio", "target_tokens", "threshold", "top_n")
     args = VerbArgs.check("rerank_compress", {"top_n": 2, "target_tokens": 10})
-    assert args.params() == {"top_n": 2, "keep_order": True, "target_tokens": 10}
+    assert args.params() == {
+        "top_n": 2,
+        "keep_order": True,
+        "language": "auto",
+        "target_tokens": 10,
+    }
     assert (args.top_n, args.budget) == (2, Budget(kind="target_tokens", value=10))
     assert VerbArgs(verb="rerank", top_n=3).params() == {"top_n": 3}
     compress = VerbArgs.check("compress", {}, default_budget=Budget(kind="ratio", value=0.5))
-    assert compress.params() == {"keep_order": True, "ratio": 0.5}
+    assert compress.params() == {"keep_order": True, "language": "auto", "ratio": 0.5}
 
 
 @pytest.mark.parametrize(
@@ -122,10 +127,30 @@ def test_client_sends_a_checked_budget_as_its_keyword_and_raw_ones_as_given() ->
     assert sent[1]["ratio"] == 0.5 and sent[1]["threshold"] == 0.5
 
 
+def test_client_sends_a_ratios_ceiling_as_max_tokens() -> None:
+    sent: list[dict[str, Any]] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=_compressed("Paris."))
+
+    capped = Budget(kind="ratio", value=0.2, max_tokens=1024)
+    with Client("http://test", transport=httpx.MockTransport(server)) as client:
+        client.compress("q", "Paris.", ratio=0.2, max_tokens=1024)
+        client.compress("q", "Paris.", budget=capped)
+        args = VerbArgs(verb="compress", budget=capped)
+        client.compress_checked("q", [Document(text="Paris.")], args)
+    for body in sent:
+        assert (body["ratio"], body["max_tokens"]) == (0.2, 1024)
+
+
 def test_an_adapter_without_a_budget_keeps_half_and_one_budget_passes_through() -> None:
     from ragattn.integrations import compress_args
 
-    assert compress_args(None, None, None).compress_budget.keywords() == {"ratio": 0.5}
+    assert compress_args(None, None, None).compress_budget.keywords() == {
+        "ratio": 0.5,
+        "max_tokens": 1024,
+    }
     assert compress_args(None, 20, None).budget == Budget(kind="target_tokens", value=20)
 
 
@@ -176,4 +201,5 @@ def test_pipeline_uses_the_checker_it_is_given_and_checks_a_question_once() -> N
     assert checker.query_checks == 2
     with pytest.raises(InputTooLargeError, match="question has 5 tokens; the limit is 4"):
         pipe.ask("where is Paris, in France?", options)
-    assert isinstance(question, Question) and options.budget == Budget(kind="ratio", value=0.2)
+    assert isinstance(question, Question)
+    assert options.budget == Budget(kind="ratio", value=0.2, max_tokens=1024)

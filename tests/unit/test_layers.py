@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "ragattn._version": 1,
     "ragattn.cancel": 1,
     "ragattn.contract": 1,
+    "ragattn.languages": 1,
     "ragattn.errors": 1,
     "ragattn.memory": 1,
     "ragattn.methods": 1,

@@ -55,6 +55,10 @@ REFUSED = [
     ({"flow": "one_read", "rerank": False, "compress": False}, ("=false", "flow=one_read")),
     ({"compress": False, "ratio": 0.5}, ("ratio", "compress=false", "flow=two_pass")),
     ({"flow": "two_pass", "compress": False, "ratio": 0.3}, ("ratio", "compress=false")),
+    (
+        {"compress": False, "max_context_tokens": 512},
+        ("max_context_tokens", "compress=false", "flow=two_pass"),
+    ),
 ]
 """Options the flow cannot honour, and what the 400 names."""
 
@@ -99,6 +103,8 @@ HONOURED = [
     ({"rerank": False, "compress": False}, "two_pass", False, False),
     ({"flow": "two_pass", "rerank": False}, "two_pass", False, True),
     ({"flow": "two_pass", "compress": False}, "two_pass", True, False),
+    ({"max_context_tokens": 16}, "one_read", True, True),
+    ({"ratio": 0.9, "max_context_tokens": 16}, "one_read", True, True),
 ]
 
 
@@ -144,6 +150,8 @@ def test_the_library_holds_the_same_rule() -> None:
         PipelineOptions(flow="one_read", compress=False)
     with pytest.raises(InvalidInputError, match="ratio is the compression budget"):
         PipelineOptions(compress=False, ratio=0.4)
+    with pytest.raises(InvalidInputError, match="max_context_tokens caps the compression budget"):
+        PipelineOptions(compress=False, max_context_tokens=512)
     assert PipelineOptions().flow == "one_read"
     assert PipelineOptions(rerank=False).flow == "two_pass"
     assert PipelineOptions(compress=False).flow == "two_pass"

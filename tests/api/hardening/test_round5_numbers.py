@@ -48,11 +48,19 @@ FIELDS: list[tuple[str, str, str]] = [
         for route in ("/v2/rerank", "/v1/rerank", "/rerank")
         for name in ("target_tokens", "ratio", "threshold")
     ),
+    *(
+        (route, "max_tokens", f'{{{_DOCS}, "prune": {{"ratio": 0.5, "max_tokens": {V}}}}}')
+        for route in ("/v2/rerank", "/v1/rerank", "/rerank")
+    ),
     ("/v2/rerank", "id", f'{{"query": "q", "documents": [{{"text": "a", "id": {V}}}]}}'),
     *(
         (route, name, f'{{{_DOCS}, "{name}": {V}}}')
         for route in ("/v1/compress", "/v1/rerank_compress")
         for name in ("target_tokens", "target_token", "ratio", "rate", "threshold")
+    ),
+    *(
+        (route, "max_tokens", f'{{{_DOCS}, "ratio": 0.5, "max_tokens": {V}}}')
+        for route in ("/v1/compress", "/v1/rerank_compress")
     ),
     *(
         ("/v1/rerank_compress", name, f'{{{_DOCS}, "ratio": 0.5, "{name}": {V}}}')
@@ -64,7 +72,7 @@ FIELDS: list[tuple[str, str, str]] = [
     ),
     *(
         ("/v1/ask", name, f'{{"question": "capital", "mode": "bm25", "{name}": {V}}}')
-        for name in ("top_k", "top_n", "ratio")
+        for name in ("top_k", "top_n", "ratio", "max_context_tokens")
     ),
 ]
 """Every number field of every route's request: (route, field, body template)."""
@@ -239,6 +247,9 @@ def test_the_bounds_are_in_the_openapi_document(
     assert props["RetrieveRequest"]["properties"]["top_n"]["maximum"] == COUNT_CEILING
     assert props["CompressRequest"]["properties"]["target_tokens"]["maximum"] == TOKEN_CEILING
     assert props["PruneIn"]["properties"]["target_tokens"]["maximum"] == TOKEN_CEILING
+    assert props["PruneIn"]["properties"]["max_tokens"]["maximum"] == TOKEN_CEILING
+    assert props["CompressRequest"]["properties"]["max_tokens"]["maximum"] == TOKEN_CEILING
+    assert props["AskRequest"]["properties"]["max_context_tokens"]["maximum"] == TOKEN_CEILING
     assert props["DocumentIn"]["properties"]["id"]["maximum"] == 2**63 - 1
 
 

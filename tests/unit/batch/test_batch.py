@@ -152,6 +152,15 @@ def test_task_is_validated_before_anything_runs() -> None:
         BatchTask(kind="summarise")  # type: ignore[arg-type]
 
 
+def test_the_compress_tasks_take_a_language() -> None:
+    assert BatchTask(kind="compress", ratio=0.5, language="de").args.language == "de"
+    with pytest.raises(InvalidInputError, match=re.escape("unknown language 'xx'; valid: auto")):
+        BatchTask(kind="rerank-compress", ratio=0.5, language="xx")
+    compress = " ".join(CliRunner().invoke(batch_app, ["compress", "--help"]).output.split())
+    rerank = " ".join(CliRunner().invoke(batch_app, ["rerank", "--help"]).output.split())
+    assert "--language" in compress and "--language" not in rerank
+
+
 def test_bad_options_exit_2_before_ray_starts(tmp_path: Path) -> None:
     src = _write_input(tmp_path / "in.jsonl")
     result = _invoke("compress", "-i", str(src), "-o", str(tmp_path / "out.jsonl"))

@@ -66,6 +66,7 @@ def test_method_help_reads_the_registries() -> None:
     from ragattn.rerank import DEFAULT_METHOD
 
     assert f"rerank methods (default {DEFAULT_METHOD})" in ask
+    assert "--language" in ask
     # eval reaches the lab's variants by name and lists them; the service's commands do not
     assert all(f"{name}: {spec.description}" in rerank for name, spec in RERANK_VARIANTS.items())
     assert not any(f"{name}: " in ask for name in RERANK_VARIANTS)

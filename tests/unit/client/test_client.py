@@ -212,6 +212,55 @@ def test_compress_warns_when_the_servers_sentences_differ() -> None:
     )
 
 
+GERMAN = "Er kam am 12. Mai nach Hause zurück. Dann schlief er lange."
+GERMAN_BODY = {
+    **COMPRESS_BODY,
+    "compressed_text": GERMAN[:36],
+    "documents": [
+        {
+            "index": 0,
+            "text": GERMAN[:36],
+            "kept_spans": [{"start": 0, "end": 36, "score": 0.8, "text": GERMAN[:36]}],
+            "sentence_scores": [0.8, 0.1],
+        }
+    ],
+}
+"""A server's answer under German rules: two sentences ("am 12. Mai" ends none)."""
+
+
+def test_compress_sends_a_language_and_resplits_by_it() -> None:
+    server = Server(httpx.Response(200, json=GERMAN_BODY))
+    out = client(server).compress(QUERY, GERMAN, ratio=0.5, language="de")
+    assert server.json()["language"] == "de"
+    assert out.documents[0].sentence_spans == ((0, 36), (37, 59))
+    assert out.warnings == ()
+    # auto is not sent (the service's default); English rules split three sentences here
+    auto = client(server).compress(QUERY, GERMAN, ratio=0.5)
+    assert "language" not in server.json(1)
+    assert auto.documents[0].sentence_spans == ()
+    docs = [Document(text=GERMAN)]
+    pair = {
+        "id": "z",
+        "model": "smollm2-135m",
+        "results": [{"index": 0, "relevance_score": 0.8}],
+        "compression": {k: v for k, v in GERMAN_BODY.items() if k not in ("id", "model")},
+        "meta": RERANK_BODY["meta"],
+    }
+    _, both = run_async(
+        lambda c: c.rerank_and_compress(QUERY, docs, ratio=0.5, language="de"),
+        Server(httpx.Response(200, json=pair)),
+    )
+    assert both.documents[0].sentence_spans == ((0, 36), (37, 59))
+
+
+def test_rerank_sends_a_language_in_prune() -> None:
+    server = Server(httpx.Response(200, json=RERANK_BODY))
+    client(server).rerank(QUERY, DOCS, prune={"ratio": 0.5}, language="de")
+    client(server).rerank(QUERY, DOCS, prune={"ratio": 0.5})
+    assert server.json(0)["prune"] == {"ratio": 0.5, "language": "de"}
+    assert server.json(1)["prune"] == {"ratio": 0.5}
+
+
 def test_compress_sends_a_context_string_as_context() -> None:
     server = Server(httpx.Response(200, json=COMPRESS_BODY))
     out = run_async(lambda c: c.compress(QUERY, TEXT, target_tokens=10), server)
