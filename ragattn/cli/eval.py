@@ -11,6 +11,7 @@ from typing import Any
 import typer
 
 from ragattn.cli._help import DTYPE_HELP, listing_methods
+from ragattn.languages import check_language
 
 eval_app = typer.Typer(
     help="Evaluate reranking (nDCG@10), compression (supporting-fact recall) and the context "
@@ -324,6 +325,14 @@ def eval_context(
         help="Give the candidates with their titles (--titles) or as plain strings "
         "(--no-titles: what Cohere-style string documents and most adapters send).",
     ),
+    language: str = typer.Option(
+        "auto",
+        metavar="CODE",
+        help="The language every sentence is split by (each system's, and the gold of the sets "
+        "that split their own text: SQuAD, XQuAD): an ISO 639-1 code (de, fr, zh, ...; an "
+        "unknown one lists them) or auto, by each text's script. Named in the report; part of "
+        "the systems' fingerprint (the cache key) when not auto.",
+    ),
 ) -> None:
     """Evidence recall, answer kept, passages touched, tokens and seconds per question of the
     one-read default and of pipelines given exactly its tokens (docs/context-eval.md)."""
@@ -339,9 +348,16 @@ def eval_context(
     if unknown := [n for n in names if n not in ctx.SYSTEMS]:
         raise typer.BadParameter(f"unknown systems {unknown}; valid: {', '.join(ctx.SYSTEMS)}")
     try:
+        check_language(language)
         budgets = [ctx.parse_budget(b) for b in budget]
         questions = ctx.load_context_set(
-            dataset, data_dir, offset=offset, limit=limit, titles=titles, pool=pool
+            dataset,
+            data_dir,
+            offset=offset,
+            limit=limit,
+            titles=titles,
+            pool=pool,
+            language=language,
         )
     except InvalidInputError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -356,7 +372,7 @@ def eval_context(
         except InvalidInputError as exc:
             raise typer.BadParameter(str(exc)) from exc
     loaded = load_proxy(proxy, threads=threads, dtype=dtype)
-    systems = ContextSystems.from_proxy(loaded, cascade=read)
+    systems = ContextSystems.from_proxy(loaded, cascade=read, language=language)
     # plain strings and pools are other sets: named apart in the report and the outcome cache
     label = dataset + ("" if titles else ":plain") + (f":pool{pool}" if pool else "")
     cache = None

@@ -36,6 +36,7 @@ from ragattn.errors import InvalidInputError
 from ragattn.lab.evaluation import datasets as ds
 from ragattn.lab.evaluation.metrics import TokenizerLike, count_tokens, normalize_answer
 from ragattn.lab.probe_training import SQUAD_EVAL_QUESTIONS, TWOWIKI_TRAIN_FROM
+from ragattn.languages import AUTO, check_language
 from ragattn.sentences import split_sentences
 from ragattn.types import Budget, Document
 
@@ -74,8 +75,10 @@ class ContextQuestion:
 
     Attributes:
         gold: per candidate, its gold sentences as exact strings of its text.
+        language: the language the candidates' sentences are split by (a code of
+            :data:`~ragattn.languages.LANGUAGES`, or ``"auto"``: each text's script).
         units: per candidate, the ``[start, end)`` character ranges of its sentences
-            (:func:`split_sentences`, as the compressor splits them).
+            (:func:`split_sentences` by ``language``, as the compressor splits them).
     """
 
     qid: str
@@ -83,20 +86,25 @@ class ContextQuestion:
     candidates: tuple[Document, ...]
     gold: tuple[tuple[str, ...], ...]
     answers: tuple[str, ...] = ()
+    language: str = AUTO
     units: tuple[tuple[tuple[int, int], ...], ...] = field(init=False)
 
     def __post_init__(self) -> None:
         if len(self.gold) != len(self.candidates):
             raise InvalidInputError(f"{self.qid}: one gold tuple per candidate is needed")
         units = tuple(
-            tuple((s.start, s.end) for s in split_sentences(d.text)) for d in self.candidates
+            tuple((s.start, s.end) for s in split_sentences(d.text, language=self.language))
+            for d in self.candidates
         )
         object.__setattr__(self, "units", units)
 
     @classmethod
-    def from_example(cls, example: ds.QAExample, *, titles: bool = True) -> ContextQuestion:
+    def from_example(
+        cls, example: ds.QAExample, *, titles: bool = True, language: str = AUTO
+    ) -> ContextQuestion:
         """The question of ``example``; ``titles=False`` gives its candidates as plain strings
-        (no title: what Cohere-style string documents and most framework adapters send)."""
+        (no title: what Cohere-style string documents and most framework adapters send);
+        ``language`` splits the candidates' sentences."""
         return cls(
             qid=example.qid,
             query=example.question,
@@ -106,45 +114,58 @@ class ContextQuestion:
             ),
             gold=tuple(tuple(p.sentence(i) for i in p.supporting) for p in example.passages),
             answers=example.answers,
+            language=language,
         )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextSet:
-    """An evaluation set: its path in the data folder, its loader ``(path, first n) -> examples``,
-    the questions read by default and ``end``, the first question index never read (training)."""
+    """An evaluation set: its path in the data folder, its loader ``(path, first n, language) ->
+    examples`` (the language splits the gold sentences of a set that splits its own text: SQuAD,
+    XQuAD), the questions read by default and ``end``, the first question index never read
+    (training)."""
 
     path: str
-    load: Callable[[Path, int | None], tuple[ds.QAExample, ...]]
+    load: Callable[[Path, int | None, str], tuple[ds.QAExample, ...]]
     default_limit: int | None = None
     end: int | None = None
 
 
+def _carried(
+    load: Callable[[Path, int | None], tuple[ds.QAExample, ...]],
+) -> Callable[[Path, int | None, str], tuple[ds.QAExample, ...]]:
+    """A loader whose gold sentences come split in the data: the language changes none."""
+    return lambda path, limit, language: load(path, limit)
+
+
 SETS: Mapping[str, ContextSet] = {
     "hotpotqa": ContextSet(
-        path="hotpotqa/hotpot_dev_distractor_v1.shared.json", load=ds.load_hotpot
+        path="hotpotqa/hotpot_dev_distractor_v1.shared.json", load=_carried(ds.load_hotpot)
     ),
     "hotpotqa-fullwiki": ContextSet(
-        path="hotpotqa/hotpot_dev_fullwiki_v1.shared.json", load=ds.load_hotpot
+        path="hotpotqa/hotpot_dev_fullwiki_v1.shared.json", load=_carried(ds.load_hotpot)
     ),
     "2wiki": ContextSet(
         path="2wikimultihopqa/2wiki_dev_sample500.json",
-        load=ds.load_2wiki,
+        load=_carried(ds.load_2wiki),
         default_limit=200,
         end=TWOWIKI_TRAIN_FROM,
     ),
     "scifact": ContextSet(
         path="scifact",
-        load=lambda p, n: ds.load_scifact_retrieved(p, "test", SCIFACT_TOP_K, n),
+        load=_carried(lambda p, n: ds.load_scifact_retrieved(p, "test", SCIFACT_TOP_K, n)),
     ),
     "squad": ContextSet(
         path="squad-v2/dev-v2.0.shared.json",
-        load=ds.load_squad_articles,
+        load=lambda p, n, language: ds.load_squad_articles(p, n, language=language),
         default_limit=SQUAD_EVAL_QUESTIONS,
         end=SQUAD_EVAL_QUESTIONS,
     ),
     **{
-        f"xquad-{lang}": ContextSet(path=f"xquad/xquad.{lang}.json", load=ds.load_xquad_articles)
+        f"xquad-{lang}": ContextSet(
+            path=f"xquad/xquad.{lang}.json",
+            load=lambda p, n, language: ds.load_xquad_articles(p, n, language=language),
+        )
         for lang in XQUAD_LANGUAGES
     },
 }
@@ -164,14 +185,18 @@ def load_context_set(
     limit: int | None = None,
     titles: bool = True,
     pool: int | None = None,
+    language: str = AUTO,
 ) -> tuple[ContextQuestion, ...]:
     """Questions ``offset`` to ``offset + limit`` of a set (default: its evaluation slice);
     ``titles=False``: the candidates as plain strings, without their titles; ``pool``: each
-    question's candidates padded to that many (:func:`pooled`).
+    question's candidates padded to that many (:func:`pooled`); ``language``: the sentences
+    (the candidates' units and, where the set splits its own text, its gold) split by that
+    language's rules (``"auto"``: each text's script).
 
     Raises:
-        InvalidInputError: an unknown set, or a slice that reaches training questions.
+        InvalidInputError: an unknown set or language, or a slice that reaches training questions.
     """
+    check_language(language)
     if name not in SETS:
         raise InvalidInputError(f"unknown set {name!r}; valid: {', '.join(SETS)}")
     spec = SETS[name]
@@ -185,8 +210,10 @@ def load_context_set(
                 f"keep offset + limit <= {spec.end}"
             )
         end = spec.end if end is None else min(end, spec.end)
-    examples = spec.load(data_dir / spec.path, end)[offset:]
-    questions = tuple(ContextQuestion.from_example(ex, titles=titles) for ex in examples)
+    examples = spec.load(data_dir / spec.path, end, language)[offset:]
+    questions = tuple(
+        ContextQuestion.from_example(ex, titles=titles, language=language) for ex in examples
+    )
     return questions if pool is None else pooled(questions, pool)
 
 
@@ -228,6 +255,7 @@ def pooled(questions: Sequence[ContextQuestion], size: int) -> tuple[ContextQues
                 candidates=tuple(docs[i] for i in order[:size]),
                 gold=tuple(gold[i] for i in order[:size]),
                 answers=q.answers,
+                language=q.language,
             )
         )
     return tuple(out)

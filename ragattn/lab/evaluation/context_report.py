@@ -25,6 +25,7 @@ from ragattn.lab.evaluation.context import (
 )
 from ragattn.lab.evaluation.context_systems import ContextSystems
 from ragattn.lab.evaluation.harness import fmt_cell, mean_or_none
+from ragattn.languages import AUTO
 from ragattn.types import Budget, to_plain
 
 
@@ -120,9 +121,11 @@ def summarize(outcomes: Sequence[Outcome], *, budget: str, system: str) -> Conte
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ContextReport:
-    """Every system at every budget on one set; tokens counted in ``tokenizer``."""
+    """Every system at every budget on one set; tokens counted in ``tokenizer``, sentences split
+    by ``language`` (``"auto"``: each text's script)."""
 
     dataset: str
+    language: str
     num_questions: int
     num_with_gold: int
     num_with_answer: int
@@ -137,7 +140,8 @@ class ContextReport:
         lines = [
             f"{self.dataset}: {self.num_questions} questions, gold among the candidates in "
             f"{self.num_with_gold}, an extractive answer in {self.num_with_answer}",
-            f"tokens in {self.tokenizer}; CPU capability {self.cpu_capability}, "
+            f"sentences split by language {self._language()}; tokens in {self.tokenizer}; "
+            f"CPU capability {self.cpu_capability}, "
             f"{self.threads} torch threads; systems {self.fingerprint}",
             "",
             f"| budget | system | evidence recall (n={self.num_with_gold}) | answer kept "
@@ -167,6 +171,9 @@ class ContextReport:
         ]
         return "\n".join(lines)
 
+    def _language(self) -> str:
+        return "auto (each text's script)" if self.language == AUTO else self.language
+
     def to_dict(self) -> dict[str, Any]:
         """The report as plain JSON values; outcomes without their spans (the cache has them)."""
         out: dict[str, Any] = to_plain(self)
@@ -191,10 +198,16 @@ def evaluate_context(
     reused, new ones appended to it.
 
     Raises:
-        InvalidInputError: no question, no budget, a threshold budget or an unknown system.
+        InvalidInputError: no question, no budget, a threshold budget, an unknown system, or a
+            question split by another language than ``systems``' own.
     """
     if not questions or not budgets:
         raise InvalidInputError("evaluate_context needs questions and budgets")
+    if other := sorted({q.language for q in questions} - {systems.language}):
+        raise InvalidInputError(
+            f"questions split as {', '.join(other)}, the systems as {systems.language}: "
+            "load the set with the systems' language"
+        )
     if unknown := [n for n in names if n not in SYSTEMS]:
         raise InvalidInputError(f"unknown systems {unknown}; valid: {', '.join(SYSTEMS)}")
     if any(b.kind == "threshold" for b in budgets):
@@ -232,6 +245,7 @@ def _report(
 
     return ContextReport(
         dataset=dataset,
+        language=systems.language,
         num_questions=len(questions),
         num_with_gold=sum(any(q.gold) for q in questions),
         num_with_answer=sum(bool(extractive(q.answers)) for q in questions),

@@ -26,6 +26,7 @@ from ragattn.lab.evaluation.context import (
     stuff,
 )
 from ragattn.lab.evaluation.metrics import TokenizerLike
+from ragattn.languages import AUTO, check_language
 from ragattn.rerank import Reranker
 from ragattn.types import Budget, CompressionResult, Document
 
@@ -86,6 +87,13 @@ class ContextSystems:
         lexical: a :class:`Compressor` with ``method="lexical"``.
         reranker: the default :class:`Reranker` (its order feeds every ``rerank*`` system).
         tokenizer: counts every system's tokens (default: the compressor's proxy's).
+        language: the language every compressor call splits sentences by (a code of
+            :data:`~ragattn.languages.LANGUAGES`, or ``"auto"``: each text's script); the
+            questions' own sentences must be split by the same
+            (:attr:`ContextQuestion.language`).
+
+    Raises:
+        InvalidInputError: an unknown language.
     """
 
     def __init__(
@@ -94,7 +102,10 @@ class ContextSystems:
         lexical: Compressor,
         reranker: Reranker,
         tokenizer: TokenizerLike | None = None,
+        *,
+        language: str = AUTO,
     ) -> None:
+        self.language = check_language(language)
         self.compressor = compressor
         self.lexical = lexical
         self.reranker = reranker
@@ -104,22 +115,27 @@ class ContextSystems:
         self._forwards = ForwardMemo(compressor.scorer)
 
     @classmethod
-    def from_proxy(cls, proxy: Any, *, cascade: Cascade | None = DEFAULT_CASCADE) -> ContextSystems:
+    def from_proxy(
+        cls, proxy: Any, *, cascade: Cascade | None = DEFAULT_CASCADE, language: str = AUTO
+    ) -> ContextSystems:
         """Every system on one loaded :class:`~ragattn.proxy.Proxy`; ``cascade`` is the default
-        compressor's (the read of ``one-read`` and of the ``rerankK-compress`` systems)."""
+        compressor's (the read of ``one-read`` and of the ``rerankK-compress`` systems);
+        ``language`` splits every compressor call's sentences."""
         return cls(
             Compressor(proxy, cascade=cascade),
             Compressor(proxy, method="lexical"),
             Reranker(proxy),
+            language=language,
         )
 
     def fingerprint(self) -> str:
-        """The proxy's weights, the scoring code and assets, and these systems' settings."""
+        """The proxy's weights, the scoring code and assets, and these systems' settings; the
+        language is a part only when it is not ``"auto"`` (an ``auto`` run keeps the
+        fingerprint, and the cached outcomes, of the runs before the option)."""
         from ragattn.fingerprint import model_fingerprint
 
         c = self.compressor
-        return model_fingerprint(
-            c.proxy,
+        parts = [
             f"compress={c.method}",
             f"selection={c.selection}",
             f"cascade={c.cascade!r}",
@@ -127,7 +143,10 @@ class ContextSystems:
             f"lexical={self.lexical.method}",
             f"rerank={self.reranker.method}",
             f"metrics={METRICS_VERSION}",
-        )
+        ]
+        if self.language != AUTO:
+            parts.append(f"language={self.language}")
+        return model_fingerprint(c.proxy, *parts)
 
     @staticmethod
     def _cold() -> None:
@@ -142,8 +161,10 @@ class ContextSystems:
         and first-call allocation."""
         if not self._warm:
             docs = list(question.candidates)
-            self.compressor.rerank_and_compress(question.query, docs, ratio=0.2)
-            self.lexical.compress(question.query, docs, ratio=0.2)
+            self.compressor.rerank_and_compress(
+                question.query, docs, ratio=0.2, language=self.language
+            )
+            self.lexical.compress(question.query, docs, ratio=0.2, language=self.language)
             self.reranker.rerank(question.query, docs)
             self._warm = True
 
@@ -173,12 +194,17 @@ class ContextSystems:
         elif system == "rerank-stuff":
             kept = stuff(question, order, tokens, self.tokenizer)
         elif system == "lexical":
-            result = self.lexical.compress(question.query, docs, target_tokens=tokens)
+            result = self.lexical.compress(
+                question.query, docs, target_tokens=tokens, language=self.language
+            )
             kept = _kept(result, range(len(docs)))
         else:
             best = order[: RERANK_K[system]]
             result = self.compressor.compress(
-                question.query, [docs[i] for i in best], target_tokens=tokens
+                question.query,
+                [docs[i] for i in best],
+                target_tokens=tokens,
+                language=self.language,
             )
             kept = _kept(result, best)
         return kept, seconds + time.perf_counter() - start + self._forwards.replayed
@@ -198,9 +224,13 @@ class ContextSystems:
             self._forwards.replayed = 0.0
             start = time.perf_counter()
             if system == SYSTEM_UNDER_TEST:
-                _, result = self.compressor.rerank_and_compress(question.query, docs, budget=budget)
+                _, result = self.compressor.rerank_and_compress(
+                    question.query, docs, budget=budget, language=self.language
+                )
             else:
-                result = self.compressor.compress(question.query, docs, budget=budget)
+                result = self.compressor.compress(
+                    question.query, docs, budget=budget, language=self.language
+                )
             seconds = time.perf_counter() - start + self._forwards.replayed
             kept = _kept(result, range(len(docs)))
             limit = budget.token_limit(result.origin_tokens) or 0

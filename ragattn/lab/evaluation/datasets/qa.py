@@ -108,13 +108,19 @@ def joined_passage(
 
 
 def split_passage(
-    title: str, text: str, *, is_gold: bool, gold_chars: Iterable[int] = ()
+    title: str,
+    text: str,
+    *,
+    is_gold: bool,
+    gold_chars: Iterable[int] = (),
+    language: str = "auto",
 ) -> Passage:
-    """Split ``text`` with split_sentences; a sentence is gold if it holds a ``gold_chars`` offset.
+    """Split ``text`` with split_sentences (by ``language``'s rules); a sentence is gold if it
+    holds a ``gold_chars`` offset.
 
     An offset falling in the whitespace between two sentences belongs to the following sentence.
     """
-    spans = tuple((s.start, s.end) for s in split_sentences(text))
+    spans = tuple((s.start, s.end) for s in split_sentences(text, language=language))
     supporting = set()
     for offset in gold_chars:
         idx = next((i for i, (_, end) in enumerate(spans) if offset < end), None)
@@ -202,13 +208,17 @@ def load_musique(path: str | Path, limit: int | None = None) -> tuple[QAExample,
 
 
 def load_squad(
-    path: str | Path, limit: int | None = None, *, answerable_only: bool = True
+    path: str | Path,
+    limit: int | None = None,
+    *,
+    answerable_only: bool = True,
+    language: str = "auto",
 ) -> tuple[QAExample, ...]:
     """SQuAD v2 JSON; one example per question with its paragraph as the single passage.
 
-    Gold sentences are those (from :func:`split_sentences`) holding any annotator's
-    ``answer_start``; answers are the distinct answer texts. Unanswerable questions (kept only
-    with ``answerable_only=False``) have no answers and no gold sentence.
+    Gold sentences are those (from :func:`split_sentences`, by ``language``) holding any
+    annotator's ``answer_start``; answers are the distinct answer texts. Unanswerable questions
+    (kept only with ``answerable_only=False``) have no answers and no gold sentence.
     """
 
     def records() -> Iterator[QAExample]:
@@ -223,6 +233,7 @@ def load_squad(
                         para["context"],
                         is_gold=bool(answers),
                         gold_chars=[int(a["answer_start"]) for a in answers],
+                        language=language,
                     )
                     yield QAExample(
                         qid=str(qa["id"]),
@@ -346,25 +357,30 @@ def split_for_training(
     return DataSplit(train=tuple(train), evaluation=tuple(evaluation))
 
 
-def load_squad_articles(path: str | Path, limit: int | None = None) -> tuple[QAExample, ...]:
+def load_squad_articles(
+    path: str | Path, limit: int | None = None, *, language: str = "auto"
+) -> tuple[QAExample, ...]:
     """SQuAD v2 answerable questions, each over every paragraph of its article (the article is
     the first stage's output, its paragraphs in article order); first ``limit`` questions.
 
     The questions are those of :func:`load_squad` (same order, same answers); gold sentences are
-    the sentences of the question's own paragraph holding an ``answer_start``, and the other
-    paragraphs carry none.
+    the sentences of the question's own paragraph holding an ``answer_start`` (every paragraph
+    split by ``language``), and the other paragraphs carry none.
     """
     articles: list[tuple[Passage, ...]] = []
     owners: dict[str, tuple[int, int]] = {}
     for a, article in enumerate(read_json(Path(path))["data"]):
         title = article["title"]
         articles.append(
-            tuple(split_passage(title, p["context"], is_gold=False) for p in article["paragraphs"])
+            tuple(
+                split_passage(title, p["context"], is_gold=False, language=language)
+                for p in article["paragraphs"]
+            )
         )
         for k, para in enumerate(article["paragraphs"]):
             owners.update({str(qa["id"]): (a, k) for qa in para["qas"]})
     examples = []
-    for ex in load_squad(path, limit):
+    for ex in load_squad(path, limit, language=language):
         a, k = owners[ex.qid]
         passages = list(articles[a])
         passages[k] = ex.passages[0]

@@ -227,6 +227,7 @@ def test_eval_context_matches_every_system_to_one_read_and_resumes_from_its_cach
         (["--system", "lexical,bogus"], "unknown systems ['bogus']"),
         (["--budget", "1.5"], "budget '1.5' is neither a ratio"),
         (["--offset", "2"], "--offset 2 skips every question of hotpotqa"),
+        (["--language", "xx"], "unknown language 'xx'; valid: auto, am, ar"),
     ],
 )
 def test_eval_context_refuses_bad_options_before_loading_the_proxy(
@@ -365,3 +366,107 @@ def test_xquad_asks_one_question_per_article_over_its_paragraphs(tmp_path: Path)
     (q,) = questions
     assert [d.text for d in q.candidates] == [p["context"] for p in article["paragraphs"]]
     assert q.gold == ((), ("Sie liegt an der Spree.",)) and q.answers == ("Spree",)
+
+
+def _fake_systems(language: str | None = None) -> Any:
+    """:class:`ContextSystems` over stand-ins: no weights to load, no forward."""
+    from types import SimpleNamespace
+
+    from ragattn.lab.evaluation.context_systems import ContextSystems
+
+    proxy = SimpleNamespace(name="smollm2-135m", source="hub", dtype="float32", model=None)
+    compressor = SimpleNamespace(
+        proxy=proxy,
+        method="fused",
+        selection="documents",
+        cascade=None,
+        models_dir=None,
+        scorer=SimpleNamespace(),
+    )
+    given = {} if language is None else {"language": language}
+    return ContextSystems(
+        compressor,  # type: ignore[arg-type]
+        SimpleNamespace(method="lexical"),  # type: ignore[arg-type]
+        SimpleNamespace(method="minilm"),  # type: ignore[arg-type]
+        tokenizer=SimpleNamespace(),  # type: ignore[arg-type]
+        **given,
+    )
+
+
+def test_the_fingerprint_names_a_language_and_keeps_todays_for_auto() -> None:
+    from ragattn.fingerprint import model_fingerprint
+
+    default = _fake_systems()
+    today = model_fingerprint(
+        default.compressor.proxy,
+        "compress=fused",
+        "selection=documents",
+        "cascade=None",
+        "models=None",
+        "lexical=lexical",
+        "rerank=minilm",
+        f"metrics={ctx.METRICS_VERSION}",
+    )
+    assert default.language == "auto"
+    assert default.fingerprint() == _fake_systems("auto").fingerprint() == today
+    german, english = _fake_systems("de").fingerprint(), _fake_systems("en").fingerprint()
+    assert len({today, german, english}) == 3
+    with pytest.raises(InvalidInputError, match="unknown language 'xx'"):
+        _fake_systems("xx")
+
+
+def test_a_run_refuses_questions_split_by_another_language() -> None:
+    from ragattn.lab.evaluation.context_report import evaluate_context
+
+    budgets = [Budget(kind="ratio", value=0.2)]
+    with pytest.raises(InvalidInputError, match="questions split as auto, the systems as de"):
+        evaluate_context("hotpotqa", [QUESTION], _fake_systems("de"), budgets, progress=False)
+
+
+def test_the_report_header_names_the_language() -> None:
+    from ragattn.lab.evaluation.context_report import ContextReport
+
+    def header(language: str) -> str:
+        report = ContextReport(
+            dataset="xquad-de",
+            language=language,
+            num_questions=0,
+            num_with_gold=0,
+            num_with_answer=0,
+            tokenizer="ws",
+            cpu_capability="AVX2",
+            threads=1,
+            fingerprint="fp",
+            rows=(),
+            outcomes=(),
+        )
+        return report.to_markdown().splitlines()[1]
+
+    assert header("de").startswith("sentences split by language de;")
+    assert header("auto").startswith("sentences split by language auto (each text's script);")
+
+
+def test_the_language_splits_a_sets_gold_and_every_candidate(tmp_path: Path) -> None:
+    text = "Die Stadt wurde am 3. Mai gegründet. Sie liegt an der Spree."
+    qa = {"id": "q1", "question": "Wann?", "answers": [{"answer_start": 19, "text": "3. Mai"}]}
+    other = {"id": "q2", "question": "Wo?", "answers": [{"answer_start": 0, "text": "Paris"}]}
+    articles = [
+        {"title": "Berlin", "paragraphs": [{"context": text, "qas": [qa]}]},
+        {
+            "title": "Paris",
+            "paragraphs": [{"context": "Paris liegt an der Seine.", "qas": [other]}],
+        },
+    ]
+    (tmp_path / "xquad").mkdir()
+    (tmp_path / "xquad" / "xquad.de.json").write_text(json.dumps({"data": articles}))
+    auto = ctx.load_context_set("xquad-de", tmp_path)[0]
+    german = ctx.load_context_set("xquad-de", tmp_path, language="de")[0]
+    assert (auto.language, german.language) == ("auto", "de")
+    assert auto.gold == (("Die Stadt wurde am 3.",),)  # "3." ends a sentence by English rules
+    assert german.gold == (("Die Stadt wurde am 3. Mai gegründet.",),)
+    assert german.units == (((0, 36), (37, 60)),) and len(auto.units[0]) == 3
+    pooled = ctx.load_context_set("xquad-de", tmp_path, language="de", pool=2)
+    assert {q.language for q in pooled} == {"de"}
+    assert german.units[0] in pooled[0].units
+    with pytest.raises(InvalidInputError, match="unknown language 'xx'"):
+        ctx.load_context_set("xquad-de", tmp_path, language="xx")
