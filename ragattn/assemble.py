@@ -271,6 +271,7 @@ def build_pipeline(
 def engine_fingerprint(engines: Engines) -> str:
     """Identity of the weights, code, assets and every setting that changes an answer: part of
     every cache key, so two configurations never share a cached response."""
+    from ragattn.embed import embedder_part
     from ragattn.fingerprint import model_fingerprint
 
     s = engines.settings
@@ -283,6 +284,8 @@ def engine_fingerprint(engines: Engines) -> str:
         *(["sentences"] if s.compress_selection == "sentences" else []),
         # Another cascade keeps other sentences of a long context.
         *([f"cascade={s.compress_cascade}"] if s.compress_cascade != "default" else []),
+        # bf16 MiniLM moves cosines in the third decimal: its results are kept apart.
+        *([embed] if (embed := embedder_part()) else []),
     )
 
 

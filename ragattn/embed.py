@@ -18,10 +18,13 @@ import numpy as np
 
 from ragattn._optional import require
 from ragattn.cancel import check_cancelled
-from ragattn.devices import DeviceLike, resolve_device
+from ragattn.devices import DeviceLike, dtype_name, resolve_device, resolve_dtype
 from ragattn.errors import ModelLoadError
 
 DEFAULT_EMBEDDER = "minilm-l6"
+
+DEFAULT_EMBED_DTYPE = "float32"
+"""The embedder's weights' dtype where a caller names none (see :class:`Embedder`)."""
 
 
 def _packaged_minilm() -> Path:
@@ -52,6 +55,12 @@ class Embedder:
     index builds. Vectors are the same bit for bit on one device; across devices they agree to
     float32 rounding.
 
+    ``dtype`` is the weights' dtype, resolved as the proxy's is
+    (:func:`ragattn.devices.resolve_dtype`: ``"auto"`` is bf16 where the device runs it natively,
+    else fp32). Vectors are float32 either way; bf16 weights move a cosine by at most about 0.005
+    (``studies/minilm_bf16.py``), so vectors agree bit for bit only between machines that resolve
+    the same dtype.
+
     Raises:
         ConfigError: a device this machine does not have.
     """
@@ -65,16 +74,19 @@ class Embedder:
         length_step: int = 8,
         cache_size: int = 8192,
         device: DeviceLike = "cpu",
+        dtype: str = DEFAULT_EMBED_DTYPE,
     ) -> None:
         if min(batch_size, batch_tokens, length_step) < 1:
             raise ValueError("batch_size, batch_tokens and length_step must be >= 1")
         self.device = resolve_device(device)
+        self.dtype = resolve_dtype(dtype, self.device)
         st = require("sentence_transformers", extra="embed")
         path = str(_packaged_minilm()) if name_or_path == DEFAULT_EMBEDDER else name_or_path
         try:
             self._model: Any = st.SentenceTransformer(path, device=str(self.device))
         except OSError as exc:
             raise ModelLoadError(f"could not load embedder {name_or_path!r}: {exc}") from exc
+        self._model.to(self.dtype)
         self.name = name_or_path
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
@@ -133,9 +145,10 @@ class Embedder:
                         else v
                         for k, v in features.items()
                     }
-                    vecs = self._model(batch)["sentence_embedding"]
+                    # Normalised in float32 whatever the weights' dtype: unit vectors to 1e-7.
+                    vecs = self._model(batch)["sentence_embedding"].float()
                     vecs = torch.nn.functional.normalize(vecs, p=2, dim=1)
-                    out[rows] = vecs[: len(rows)].float().cpu().numpy()
+                    out[rows] = vecs[: len(rows)].cpu().numpy()
         return out
 
     def encode(
@@ -182,19 +195,32 @@ def _to_width(tensor: Any, width: int, value: int) -> Any:
 
 
 def shared_embedder(
-    name_or_path: str = DEFAULT_EMBEDDER, *, device: DeviceLike = "cpu"
+    name_or_path: str = DEFAULT_EMBEDDER,
+    *,
+    device: DeviceLike = "cpu",
+    dtype: str = DEFAULT_EMBED_DTYPE,
 ) -> Embedder:
-    """One embedder per name and device per process (loading takes seconds).
+    """One embedder per name, device and dtype per process (loading takes seconds).
 
     ``shared_embedder()`` and ``shared_embedder(DEFAULT_EMBEDDER, device="cpu")`` are the same
-    instance (a bare ``lru_cache`` keys them apart and loaded the model twice).
+    instance (a bare ``lru_cache`` keys them apart and loaded the model twice), and so are two
+    dtypes that resolve alike (``"auto"`` and ``"bfloat16"`` on a CPU with native bf16).
 
     Raises:
-        ConfigError: a device this machine does not have.
+        ConfigError: a device this machine does not have, or an unknown dtype.
     """
-    return _shared_embedder(name_or_path, str(resolve_device(device)))
+    where = resolve_device(device)
+    return _shared_embedder(name_or_path, str(where), dtype_name(resolve_dtype(dtype, where)))
+
+
+def embedder_part() -> str:
+    """The shared embedder's dtype as a fingerprint part (``"embed=bfloat16"``), or ``""`` for
+    float32: the part that keeps results of bf16 MiniLM apart from fp32 ones in a cache, while
+    fp32 keys stay those of the releases before the option."""
+    name = dtype_name(shared_embedder().dtype)
+    return "" if name == "float32" else f"embed={name}"
 
 
 @lru_cache(maxsize=4)
-def _shared_embedder(name_or_path: str, device: str) -> Embedder:
-    return Embedder(name_or_path, device=device)
+def _shared_embedder(name_or_path: str, device: str, dtype: str) -> Embedder:
+    return Embedder(name_or_path, device=device, dtype=dtype)

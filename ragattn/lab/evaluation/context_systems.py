@@ -132,6 +132,7 @@ class ContextSystems:
         """The proxy's weights, the scoring code and assets, and these systems' settings; the
         language is a part only when it is not ``"auto"`` (an ``auto`` run keeps the
         fingerprint, and the cached outcomes, of the runs before the option)."""
+        from ragattn.embed import embedder_part
         from ragattn.fingerprint import model_fingerprint
 
         c = self.compressor
@@ -146,6 +147,8 @@ class ContextSystems:
         ]
         if self.language != AUTO:
             parts.append(f"language={self.language}")
+        if embed := embedder_part():
+            parts.append(embed)
         return model_fingerprint(c.proxy, *parts)
 
     @staticmethod
