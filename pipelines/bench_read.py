@@ -32,12 +32,13 @@ import json
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
 from ragattn.embed import shared_embedder
-from ragattn.lab.evaluation.datasets import load_scifact_retrieved
+from ragattn.lab.evaluation.datasets import fullwiki_paragraph_sets, load_scifact_retrieved
 from ragattn.lab.timing import runtime_info, runtime_line
 from ragattn.proxy import load_proxy
 from ragattn.rerank import Reranker
@@ -46,23 +47,6 @@ from ragattn.types import Budget, Document
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SHAPES = ("20x128", "50x128", "100x128", "scifact-20")
 Input = tuple[str, list[Document]]
-
-
-def fullwiki_inputs(data: Path, n_candidates: int, n_inputs: int, skip: int) -> list[Input]:
-    """``n_inputs`` (question, candidates) pairs of ``n_candidates`` distinct fullwiki
-    paragraphs, starting at question ``skip``."""
-    records = json.loads((data / "hotpotqa" / "hotpot_dev_fullwiki_v1.shared.json").read_text())
-    per = -(-n_candidates // 10)
-    out = []
-    for q in range(n_inputs):
-        group = records[skip + q * per : skip + (q + 1) * per]
-        docs = [
-            Document(text="".join(sentences), title=title)
-            for record in group
-            for title, sentences in record["context"]
-        ]
-        out.append((group[0]["question"], docs[:n_candidates]))
-    return out
 
 
 def scifact_inputs(data: Path, n_inputs: int) -> list[Input]:
@@ -79,7 +63,8 @@ def inputs_of(shape: str, data: Path, n_inputs: int) -> list[Input]:
         return scifact_inputs(data, n_inputs)
     n = int(shape.split("x")[0])
     # 100 candidates take 10 questions an input: each shape starts past the others' questions
-    return fullwiki_inputs(data, n, n_inputs, skip=300 + 60 * SHAPES.index(shape))
+    fullwiki = data / "hotpotqa" / "hotpot_dev_fullwiki_v1.shared.json"
+    return fullwiki_paragraph_sets(fullwiki, n, n_inputs, skip=300 + 60 * SHAPES.index(shape))
 
 
 def parse_read(value: str) -> tuple[str, Cascade | None]:
@@ -129,7 +114,7 @@ def main() -> None:
     for shape in args.shape or list(SHAPES):
         warm, *timed_inputs = inputs_of(shape, args.data_dir, args.queries + 1)
         for compressor in compressors.values():
-            compressor.rerank_and_compress(warm[0], warm[1], **budget)
+            compressor.rerank_and_compress(warm[0], warm[1], budget=budget)
         two_pass_call(*warm)
         seconds: dict[str, list[float]] = {}
         tokens: list[int] = []
@@ -144,7 +129,7 @@ def main() -> None:
             )
             for name, compressor in compressors.items():
                 seconds.setdefault(f"read:{name}", []).append(
-                    timed(compressor.rerank_and_compress, query, docs, **budget)
+                    timed(partial(compressor.rerank_and_compress, budget=budget), query, docs)
                 )
             seconds.setdefault("two-pass", []).append(timed(two_pass_call, query, docs))
             seconds.setdefault("minilm-rerank", []).append(timed(reranker.rerank, query, docs))
@@ -156,11 +141,9 @@ def main() -> None:
         args.out.write_text(json.dumps(table, indent=2))
 
 
-def budget_of(ratio: float, max_tokens: int | None) -> dict[str, Budget]:
-    """The read's budget as the ``budget=`` keyword (a ratio, with a token ceiling if given)."""
-    if max_tokens is None:
-        return {"budget": Budget(kind="ratio", value=ratio)}
-    return {"budget": Budget(kind="ratio", value=ratio, max_tokens=max_tokens)}
+def budget_of(ratio: float, max_tokens: int | None) -> Budget:
+    """The read's budget: a ratio, with a token ceiling if given."""
+    return Budget(kind="ratio", value=ratio, max_tokens=max_tokens)
 
 
 def print_shape(shape: str, medians: dict[str, float], n: int) -> None:

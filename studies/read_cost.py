@@ -18,7 +18,6 @@ the queries are printed with the CPU capability and the threads:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from collections.abc import Callable
@@ -27,6 +26,7 @@ from pathlib import Path
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
 from ragattn.embed import shared_embedder
+from ragattn.lab.evaluation.datasets import fullwiki_paragraph_sets
 from ragattn.lab.timing import runtime_info, runtime_line
 from ragattn.proxy import load_proxy
 from ragattn.rerank import Reranker
@@ -48,18 +48,7 @@ READS: dict[str, Cascade | None] = {
 
 def queries(n_candidates: int, n_queries: int, skip: int) -> list[tuple[str, list[Document]]]:
     """``n_queries`` (question, candidates) pairs of ``n_candidates`` distinct paragraphs."""
-    records = json.loads(FULLWIKI.read_text())
-    per = -(-n_candidates // 10)
-    out = []
-    for q in range(n_queries):
-        group = records[skip + q * per : skip + (q + 1) * per]
-        docs = [
-            Document(text="".join(sentences), title=title)
-            for record in group
-            for title, sentences in record["context"]
-        ]
-        out.append((group[0]["question"], docs[:n_candidates]))
-    return out
+    return fullwiki_paragraph_sets(FULLWIKI, n_candidates, n_queries, skip)
 
 
 def main() -> None:

@@ -86,3 +86,31 @@ def test_a_vector_does_not_depend_on_its_batch_or_its_bucket_mates() -> None:
     # Same vectors (to float32 rounding) as one text per forward at its exact length.
     exact = Embedder(cache_size=0, batch_size=1, length_step=1)
     np.testing.assert_allclose(exact.encode(texts), alone, atol=1e-6)
+
+
+def test_bf16_weights_give_unit_float32_vectors_close_to_fp32_ones() -> None:
+    # bf16 weights move a cosine in the third decimal, never the vectors' dtype or norm, and a
+    # text's vector still does not depend on its batch.
+    import torch
+
+    fp32 = Embedder(cache_size=0, dtype="float32")
+    bf16 = Embedder(cache_size=0, dtype="bfloat16")
+    assert fp32.dtype == torch.float32 and bf16.dtype == torch.bfloat16
+    texts = [*TEXTS, " ".join(TEXTS * 6)]
+    exact, rounded = fp32.encode(texts), bf16.encode(texts)
+    assert rounded.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(rounded, axis=1), 1.0, atol=1e-6)
+    assert float((exact * rounded).sum(axis=1).min()) > 0.99
+    assert not np.array_equal(exact, rounded)  # the option does reach the weights
+    alone = np.stack([bf16.encode([t])[0] for t in texts])
+    np.testing.assert_array_equal(rounded, alone)
+
+
+def test_an_unknown_dtype_is_refused_and_shared_embedders_are_keyed_by_resolved_dtype() -> None:
+    from ragattn.embed import shared_embedder
+    from ragattn.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unknown dtype"):
+        Embedder(dtype="float16")
+    assert shared_embedder(dtype="bfloat16") is shared_embedder(dtype="bf16")
+    assert shared_embedder(dtype="bfloat16") is not shared_embedder(dtype="float32")

@@ -15,6 +15,7 @@ from ragattn.errors import InvalidInputError
 from ragattn.lab.evaluation.datasets.ranking import CorpusDoc, bm25_candidates
 from ragattn.lab.evaluation.datasets.readers import read_beir_qrels, read_json, read_jsonl
 from ragattn.sentences import split_sentences
+from ragattn.types import Document
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +188,28 @@ def load_hotpot(path: str | Path, limit: int | None = None) -> tuple[QAExample, 
     skipped (logged), and an example may then carry no supporting sentence at all.
     """
     return _hotpot_style(Path(path), limit, "hotpot")
+
+
+def fullwiki_paragraph_sets(
+    path: str | Path, n_candidates: int, n_sets: int, skip: int = 0
+) -> list[tuple[str, list[Document]]]:
+    """``n_sets`` (question, candidates) pairs of ``n_candidates`` distinct titled paragraphs of
+    the HotpotQA fullwiki file, the cost benchmarks' inputs of a given shape: a set of ``n``
+    candidates is the paragraphs of ``ceil(n / 10)`` consecutive questions (ten each), asked by
+    the first of them; sets start at question ``skip`` and share no question. No gold is read:
+    the pairs time a read, they do not score it."""
+    records = read_json(Path(path))
+    per = -(-n_candidates // 10)
+    out = []
+    for q in range(n_sets):
+        group = records[skip + q * per : skip + (q + 1) * per]
+        docs = [
+            Document(text="".join(sentences), title=title)
+            for record in group
+            for title, sentences in record["context"]
+        ]
+        out.append((group[0]["question"], docs[:n_candidates]))
+    return out
 
 
 def load_musique(path: str | Path, limit: int | None = None) -> tuple[QAExample, ...]:
