@@ -23,6 +23,7 @@ tokens (proxy tokens, no special tokens).
     python pipelines/bench_read.py --threads 2                       # the issue's table
     python pipelines/bench_read.py --read old=0.8:lexical+links@1024 --read default
     python pipelines/bench_read.py --shape 20x128 --queries 2        # a smoke run
+    python pipelines/bench_read.py --embed-dtype float32 --embed-dtype auto   # MiniLM in bf16 too
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
-from ragattn.embed import shared_embedder
+from ragattn.embed import shared_embedder, use_embed_dtype
 from ragattn.lab.evaluation.datasets import fullwiki_paragraph_sets, load_scifact_retrieved
 from ragattn.lab.timing import runtime_info, runtime_line
 from ragattn.proxy import load_proxy
@@ -88,20 +89,28 @@ def main() -> None:
     parser.add_argument(
         "--max-tokens", type=int, default=None, help="a token ceiling on the ratio budget"
     )
+    parser.add_argument(
+        "--embed-dtype",
+        action="append",
+        choices=("float32", "auto", "bfloat16"),
+        help="MiniLM's weights (repeat to time each, alternating input by input; default float32)",
+    )
     parser.add_argument("--data-dir", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, help="also write the medians as JSON")
     args = parser.parse_args()
     proxy = load_proxy("smollm2-135m", threads=args.threads)
-    print(runtime_line(runtime_info(proxy)))
+    dtypes = args.embed_dtype or ["float32"]
+    for dtype in dtypes:
+        use_embed_dtype(dtype)
+        print(runtime_line(runtime_info(proxy)))
     reads = dict(args.read or [parse_read("default")])
     compressors = {name: Compressor(proxy, cascade=cascade) for name, cascade in reads.items()}
     reranker, two_pass = Reranker(proxy), Compressor(proxy)
-    embedder = shared_embedder()
     tokenizer = proxy.tokenizer
     budget = budget_of(args.ratio, args.max_tokens)
 
     def timed(call: Callable[..., object], *args: object, **kwargs: object) -> float:
-        embedder.clear_cache()
+        shared_embedder().clear_cache()
         start = time.perf_counter()
         call(*args, **kwargs)
         return time.perf_counter() - start
@@ -113,9 +122,11 @@ def main() -> None:
     table: dict[str, dict[str, float]] = {}
     for shape in args.shape or list(SHAPES):
         warm, *timed_inputs = inputs_of(shape, args.data_dir, args.queries + 1)
-        for compressor in compressors.values():
-            compressor.rerank_and_compress(warm[0], warm[1], budget=budget)
-        two_pass_call(*warm)
+        for dtype in dtypes:
+            use_embed_dtype(dtype)
+            for compressor in compressors.values():
+                compressor.rerank_and_compress(warm[0], warm[1], budget=budget)
+            two_pass_call(*warm)
         seconds: dict[str, list[float]] = {}
         tokens: list[int] = []
         for query, docs in timed_inputs:
@@ -127,12 +138,17 @@ def main() -> None:
                     ]
                 )
             )
-            for name, compressor in compressors.items():
-                seconds.setdefault(f"read:{name}", []).append(
-                    timed(partial(compressor.rerank_and_compress, budget=budget), query, docs)
+            for dtype in dtypes:
+                use_embed_dtype(dtype)
+                tag = f" (MiniLM {dtype})" if len(dtypes) > 1 else ""
+                for name, compressor in compressors.items():
+                    seconds.setdefault(f"read:{name}{tag}", []).append(
+                        timed(partial(compressor.rerank_and_compress, budget=budget), query, docs)
+                    )
+                seconds.setdefault(f"two-pass{tag}", []).append(timed(two_pass_call, query, docs))
+                seconds.setdefault(f"minilm-rerank{tag}", []).append(
+                    timed(reranker.rerank, query, docs)
                 )
-            seconds.setdefault("two-pass", []).append(timed(two_pass_call, query, docs))
-            seconds.setdefault("minilm-rerank", []).append(timed(reranker.rerank, query, docs))
         medians = {name: statistics.median(values) for name, values in seconds.items()}
         medians["candidate_tokens"] = statistics.median(tokens)
         table[shape] = medians
@@ -147,7 +163,8 @@ def budget_of(ratio: float, max_tokens: int | None) -> Budget:
 
 
 def print_shape(shape: str, medians: dict[str, float], n: int) -> None:
-    two, rerank = medians["two-pass"], medians["minilm-rerank"]
+    """One shape's table; each system's ratios are to the two-pass flow and MiniLM's rerank run
+    with the same MiniLM dtype (its name's ``(MiniLM ...)`` tag)."""
     per_k = medians["candidate_tokens"] / 1000
     print(
         f"\n{shape}: medians of {n} inputs, {medians['candidate_tokens']:.0f} candidate tokens\n"
@@ -157,6 +174,8 @@ def print_shape(shape: str, medians: dict[str, float], n: int) -> None:
     for name, value in medians.items():
         if name == "candidate_tokens":
             continue
+        tag = name[name.index(" (MiniLM") :] if " (MiniLM" in name else ""
+        two, rerank = medians[f"two-pass{tag}"], medians[f"minilm-rerank{tag}"]
         print(
             f"| {name} | {value:.2f} | {value / two:.2f}x | {value / rerank:.2f}x | "
             f"{value / per_k:.2f} |"

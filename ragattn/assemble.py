@@ -142,7 +142,8 @@ def build_engines(
     """Load the proxy (unless engines are handed in) and build the engines ``settings`` name.
 
     The learned assets are read from ``models_dir`` from here on (:func:`ragattn.assets.
-    use_models_dir`: the rerank profiles and the fingerprint look them up by proxy name). The
+    use_models_dir`: the rerank profiles and the fingerprint look them up by proxy name), and
+    MiniLM runs in ``embed_dtype`` (:func:`ragattn.embed.use_embed_dtype`). The
     library's default compressor is optional: a missing probe is logged and reported in
     ``compressor_unavailable``, and reranking still works; a configured ``compress_method``
     must load.
@@ -158,8 +159,10 @@ def build_engines(
         ModelLoadError, ConfigError: the proxy, or a configured method, cannot be loaded.
     """
     from ragattn.assets import use_models_dir
+    from ragattn.embed import use_embed_dtype
 
     use_models_dir(settings.models_dir)
+    use_embed_dtype(settings.embed_dtype)
     proxy = reranker.proxy if reranker is not None else load_proxy_of(settings)
     if reranker is None and rerank:
         reranker = build_reranker(settings, proxy)

@@ -24,7 +24,31 @@ from ragattn.errors import ModelLoadError
 DEFAULT_EMBEDDER = "minilm-l6"
 
 DEFAULT_EMBED_DTYPE = "float32"
-"""The embedder's weights' dtype where a caller names none (see :class:`Embedder`)."""
+"""The shared embedder's weights' dtype unless :func:`use_embed_dtype` chose another (settings:
+``RAGATTN_EMBED_DTYPE``). ``"auto"`` (bf16 where the device runs it natively) encodes 2.2-2.5x
+faster on a CPU with AVX-512 BF16 and is level on the rerank sets, but moved one kept sentence of
+the one read's held-out tables past the 1.0-point guard of the rule it was measured by
+(docs/research/performance.md, "MiniLM in bf16: the one read's rule"), so fp32 stays the default
+and bf16 is one setting away."""
+
+_chosen_dtype: str = DEFAULT_EMBED_DTYPE
+"""The dtype :func:`use_embed_dtype` chose for this process's shared embedders."""
+
+
+def use_embed_dtype(dtype: str) -> None:
+    """Give the shared embedders of the rest of this process ``dtype`` weights (``"auto"``,
+    ``"float32"``, ``"bfloat16"``; see :class:`Embedder`), where a caller names none.
+
+    Process-wide because every scorer reaches MiniLM through :func:`shared_embedder`; the edges
+    call it once with ``Settings.embed_dtype`` before they build an engine (as
+    :func:`ragattn.assets.use_models_dir`), and ``shared_embedder(dtype=...)`` still names one.
+
+    Raises:
+        ConfigError: an unknown dtype.
+    """
+    global _chosen_dtype
+    resolve_dtype(dtype, "cpu")  # refuses an unknown name now, not at the first encode
+    _chosen_dtype = dtype
 
 
 def _packaged_minilm() -> Path:
@@ -198,9 +222,10 @@ def shared_embedder(
     name_or_path: str = DEFAULT_EMBEDDER,
     *,
     device: DeviceLike = "cpu",
-    dtype: str = DEFAULT_EMBED_DTYPE,
+    dtype: str | None = None,
 ) -> Embedder:
-    """One embedder per name, device and dtype per process (loading takes seconds).
+    """One embedder per name, device and dtype per process (loading takes seconds); ``dtype``
+    None is the process's (:func:`use_embed_dtype`, else :data:`DEFAULT_EMBED_DTYPE`).
 
     ``shared_embedder()`` and ``shared_embedder(DEFAULT_EMBEDDER, device="cpu")`` are the same
     instance (a bare ``lru_cache`` keys them apart and loaded the model twice), and so are two
@@ -210,7 +235,8 @@ def shared_embedder(
         ConfigError: a device this machine does not have, or an unknown dtype.
     """
     where = resolve_device(device)
-    return _shared_embedder(name_or_path, str(where), dtype_name(resolve_dtype(dtype, where)))
+    chosen = resolve_dtype(_chosen_dtype if dtype is None else dtype, where)
+    return _shared_embedder(name_or_path, str(where), dtype_name(chosen))
 
 
 def embedder_part() -> str:

@@ -143,6 +143,10 @@ class Settings:
     """Proxy weights dtype: ``auto`` (bf16 where the device runs it natively: CUDA with compute
     capability 8.0+ or a CPU with AVX-512 BF16 or AMX; fp32 elsewhere), ``float32`` or
     ``bfloat16``."""
+    embed_dtype: str = "float32"
+    """MiniLM's weights dtype (the shared embedder, :func:`ragattn.embed.use_embed_dtype`):
+    ``float32`` (the default), ``auto`` (bf16 where the CPU or GPU runs it natively: 2.2-2.5x
+    faster on AVX-512 BF16, level on the rerank sets) or ``bfloat16``."""
     threads: int | None = None
     """Torch intra-op threads for the forward pass (None = torch's default)."""
     rerank_method: str | None = None
@@ -354,6 +358,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "cache_backend": _parse_lower,
     "cache_scope": _parse_lower,
     "dtype": _parse_lower,
+    "embed_dtype": _parse_lower,
     "device": _parse_lower,
 }
 
@@ -420,6 +425,10 @@ def _validate_choices(s: Settings) -> None:
         )
     if s.dtype not in _DTYPES:
         raise ConfigError(f"{env('dtype')} must be one of {', '.join(_DTYPES)}, got {s.dtype!r}")
+    if s.embed_dtype not in _DTYPES:
+        raise ConfigError(
+            f"{env('embed_dtype')} must be one of {', '.join(_DTYPES)}, got {s.embed_dtype!r}"
+        )
     if s.cache_backend not in _CACHE_BACKENDS:
         raise ConfigError(
             f"{env('cache_backend')} must be one of {', '.join(_CACHE_BACKENDS)}, "

@@ -30,8 +30,11 @@ class Timing:
 
 
 def runtime_info(proxy: Proxy) -> dict[str, str | int]:
-    """Where a benchmark ran: the proxy's device and dtype, the CPU's vector capability
-    (``torch.backends.cpu.get_cpu_capability()``: which kernels the CPU side used) and threads."""
+    """Where a benchmark ran: the proxy's device and dtype, MiniLM's dtype (the shared
+    embedder's), the CPU's vector capability (``torch.backends.cpu.get_cpu_capability()``: which
+    kernels the CPU side used) and threads."""
+    from ragattn.embed import shared_embedder
+
     name = "cpu"
     if proxy.device.type == "cuda":
         name = torch.cuda.get_device_name(proxy.device)
@@ -41,6 +44,7 @@ def runtime_info(proxy: Proxy) -> dict[str, str | int]:
         "device": str(proxy.device),
         "device_name": name,
         "dtype": dtype_name(proxy.dtype),
+        "embedder_dtype": dtype_name(shared_embedder().dtype),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "threads": torch.get_num_threads(),
     }
@@ -52,7 +56,8 @@ def runtime_line(info: dict[str, str | int]) -> str:
         info["device"] if info["device"] == "cpu" else f"{info['device']} ({info['device_name']})"
     )
     return (
-        f"device {where}, dtype {info['dtype']}, cpu capability {info['cpu_capability']}, "
+        f"device {where}, dtype {info['dtype']} (MiniLM {info.get('embedder_dtype', '?')}), "
+        f"cpu capability {info['cpu_capability']}, "
         f"{info['threads']} threads"
     )
 

@@ -114,3 +114,25 @@ def test_an_unknown_dtype_is_refused_and_shared_embedders_are_keyed_by_resolved_
         Embedder(dtype="float16")
     assert shared_embedder(dtype="bfloat16") is shared_embedder(dtype="bf16")
     assert shared_embedder(dtype="bfloat16") is not shared_embedder(dtype="float32")
+
+
+def test_use_embed_dtype_chooses_the_shared_embedders_dtype_for_the_process() -> None:
+    # The edges (build_engines) apply Settings.embed_dtype once; a named dtype still wins, and
+    # bf16 results carry their own fingerprint part so a shared cache keeps them apart.
+    import torch
+
+    from ragattn.embed import DEFAULT_EMBED_DTYPE, embedder_part, shared_embedder, use_embed_dtype
+    from ragattn.errors import ConfigError
+
+    assert DEFAULT_EMBED_DTYPE == "float32"
+    try:
+        use_embed_dtype("bfloat16")
+        assert shared_embedder().dtype == torch.bfloat16
+        assert embedder_part() == "embed=bfloat16"
+        assert shared_embedder(dtype="float32").dtype == torch.float32
+        with pytest.raises(ConfigError, match="unknown dtype"):
+            use_embed_dtype("half-ish")
+        assert shared_embedder().dtype == torch.bfloat16  # a refused name changes nothing
+    finally:
+        use_embed_dtype(DEFAULT_EMBED_DTYPE)
+    assert shared_embedder().dtype == torch.float32 and embedder_part() == ""

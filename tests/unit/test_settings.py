@@ -23,6 +23,7 @@ def test_parses_every_kind_of_value() -> None:
         {
             "RAGATTN_PROXY": "gemma3-270m",
             "RAGATTN_DTYPE": "BFloat16",
+            "RAGATTN_EMBED_DTYPE": "Auto",
             "RAGATTN_THREADS": "2",
             "RAGATTN_MAX_DOCUMENTS": "50",
             "RAGATTN_MAX_BODY_BYTES": "1_000_000",
@@ -37,6 +38,7 @@ def test_parses_every_kind_of_value() -> None:
     )
     assert s.proxy == "gemma3-270m"
     assert s.dtype == "bfloat16"
+    assert s.embed_dtype == "auto"
     assert s.threads == 2
     assert s.max_documents == 50
     assert s.max_body_bytes == 1_000_000
@@ -64,6 +66,10 @@ def test_blank_values_keep_defaults() -> None:
         ({"RAGATTN_CACHE_BACKEND": "redis"}, "RAGATTN_CACHE_BACKEND=redis needs RAGATTN_REDIS_URL"),
         ({"RAGATTN_REDIS_URL": "localhost:6379"}, "RAGATTN_REDIS_URL must start with redis://"),
         ({"RAGATTN_DTYPE": "float16"}, "RAGATTN_DTYPE must be one of auto, float32, bfloat16"),
+        (
+            {"RAGATTN_EMBED_DTYPE": "int8"},
+            "RAGATTN_EMBED_DTYPE must be one of auto, float32, bfloat16",
+        ),
         ({"RAGATTN_PORT": "70000"}, "RAGATTN_PORT must be in 1..65535"),
         ({"RAGATTN_REDIS_TIMEOUT_S": "soon"}, "RAGATTN_REDIS_TIMEOUT_S must be a number"),
         ({"RAGATTN_LOG_LEVEL": "loud"}, "RAGATTN_LOG_LEVEL must be one of"),
