@@ -30,6 +30,7 @@ from ragattn.batch._rows import TASKS, VERB_OF, BatchTask, TaskKind
 from ragattn.batch.io import BatchSummary
 from ragattn.batch.job import run_batch
 from ragattn.contract import verb_keywords
+from ragattn.languages import AUTO
 
 if TYPE_CHECKING:
     import ray.data
@@ -42,6 +43,8 @@ def map_dataset(
     ratio: float | None = None,
     target_tokens: int | None = None,
     threshold: float | None = None,
+    max_tokens: int | None = None,
+    language: str = AUTO,
     top_n: int | None = None,
     proxy: str | None = None,
     method: str | None = None,
@@ -61,6 +64,9 @@ def map_dataset(
         ratio, target_tokens, threshold: exactly one budget for the compress tasks: ``ratio``
             (fraction of tokens kept, in (0, 1]), ``target_tokens`` or ``threshold`` (lowest keep
             score kept, in [0, 1]).
+        max_tokens: with ``ratio``, the most tokens a row keeps (a ceiling on the ratio).
+        language: the documents' language for sentence splitting (the compress tasks): an ISO
+            639-1 code, or ``"auto"`` (by each text's script).
         top_n: keep the best ``top_n`` results per row (the rerank tasks; default: all).
         proxy: proxy name or path each worker loads (default: the library's).
         method: a rerank method for ``rerank``, a compress method otherwise (default: the
@@ -89,6 +95,8 @@ def map_dataset(
         ratio=ratio,
         target_tokens=target_tokens,
         threshold=threshold,
+        max_tokens=max_tokens,
+        language=language,
         threads=threads,
     )
     return map_task(
@@ -106,6 +114,8 @@ def _task_function(kind: TaskKind, doc: str) -> Callable[..., ray.data.Dataset]:
     (:func:`~ragattn.contract.verb_keywords`); another one is a TypeError, as for any function."""
     whole = inspect.signature(map_dataset)
     verb_only = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
+    if kind == "rerank":
+        verb_only |= {"max_tokens", "language"}  # a rerank keeps no tokens, splits no sentences
     signature = whole.replace(
         parameters=[
             p for name, p in whole.parameters.items() if name != "kind" and name not in verb_only

@@ -84,6 +84,8 @@ class BatchTask:
         method: a rerank method for ``rerank``, a compress method otherwise; None: the default.
         top_n: keep the best ``top_n`` documents (``rerank`` / ``rerank-compress``; None: all).
         ratio, target_tokens, threshold: exactly one budget for the compress tasks.
+        max_tokens: with ``ratio``, the most tokens a row keeps whatever the ratio gives (a
+            ratio of many long documents otherwise keeps a context that grows with them).
         language: the documents' language for sentence splitting (the compress tasks): an ISO
             639-1 code of :data:`~ragattn.sentences.LANGUAGES`, or ``"auto"`` (by each text's
             script).
@@ -102,6 +104,7 @@ class BatchTask:
     ratio: float | None = None
     target_tokens: int | None = None
     threshold: float | None = None
+    max_tokens: int | None = None
     language: str = AUTO
     threads: int | None = None
     models_dir: str | None = None
@@ -115,6 +118,7 @@ class BatchTask:
             "ratio": self.ratio,
             "target_tokens": self.target_tokens,
             "threshold": self.threshold,
+            "max_tokens": self.max_tokens,
             "language": self.language,
         }
         object.__setattr__(self, "args", VerbArgs.check(VERB_OF[self.kind], given))

@@ -52,6 +52,9 @@ TOP_N = typer.Option(None, "--top-n", min=1, help="Keep the best N documents (de
 RATIO = typer.Option(None, "--ratio", help="Fraction of tokens to keep, in (0, 1].")
 TARGET = typer.Option(None, "--target-tokens", min=1, help="Keep at most this many tokens.")
 THRESHOLD = typer.Option(None, "--threshold", help="Keep sentences scoring at least this.")
+MAX_TOKENS = typer.Option(
+    None, "--max-tokens", min=1, help="With --ratio: keep at most this many tokens a row."
+)
 LANGUAGE = typer.Option(
     "auto",
     "--language",
@@ -120,6 +123,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
     "ratio": (float | None, RATIO),
     "target_tokens": (int | None, TARGET),
     "threshold": (float | None, THRESHOLD),
+    "max_tokens": (int | None, MAX_TOKENS),
     "language": (str, LANGUAGE),
     "top_n": (int | None, TOP_N),
     "method": (str | None, METHOD),
@@ -139,7 +143,7 @@ def _options(kind: TaskKind) -> list[str]:
     compress, ``top_n`` to rank: :func:`~ragattn.contract.verb_keywords`) and the job's."""
     verb_only = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
     if kind == "rerank":
-        verb_only.add("language")  # a rerank splits no sentences
+        verb_only |= {"max_tokens", "language"}  # a rerank keeps no tokens, splits no sentences
     names = [n for n in OPTIONS if n not in verb_only]
     if kind == "rerank":  # --method before --top-n, as the rerank command has always listed them
         names.remove("method")

@@ -161,6 +161,39 @@ def test_the_compress_tasks_take_a_language() -> None:
     assert "--language" in compress and "--language" not in rerank
 
 
+def test_the_compress_tasks_take_a_token_ceiling_on_the_ratio() -> None:
+    assert BatchTask(kind="compress", ratio=0.5, max_tokens=64).budget == {
+        "ratio": 0.5,
+        "max_tokens": 64,
+    }
+    with pytest.raises(InvalidInputError, match="max_tokens"):
+        BatchTask(kind="rerank-compress", target_tokens=50, max_tokens=64)
+    compress = " ".join(CliRunner().invoke(batch_app, ["compress", "--help"]).output.split())
+    rerank = " ".join(CliRunner().invoke(batch_app, ["rerank", "--help"]).output.split())
+    assert "--max-tokens" in compress and "--max-tokens" not in rerank
+
+
+@pytest.mark.slow
+def test_in_process_compress_under_a_ceiling_equals_the_library(
+    tmp_path: Path, compressor: Any
+) -> None:
+    # A ratio that alone would keep nearly everything: the ceiling decides, row by row, exactly
+    # as the library's ``ratio=..., max_tokens=...`` does.
+    src = _write_input(tmp_path / "in.jsonl", bad=False)
+    out = tmp_path / "out.jsonl"
+    result = _invoke(
+        "compress", "-i", str(src), "-o", str(out), "--workers", "0", "--ratio", "0.9",
+        "--max-tokens", "12",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    got = _read_jsonl(out)
+    assert [str(r["id"]) for r in got] == GOOD_IDS
+    for row, source in zip(got, GOOD, strict=True):
+        want = compressor.compress(source["query"], source["documents"], ratio=0.9, max_tokens=12)
+        _assert_compression_equal(row["compression"], want, source["documents"])
+        assert 0 < row["compression"]["compressed_tokens"] <= 12
+
+
 def test_bad_options_exit_2_before_ray_starts(tmp_path: Path) -> None:
     src = _write_input(tmp_path / "in.jsonl")
     result = _invoke("compress", "-i", str(src), "-o", str(tmp_path / "out.jsonl"))
