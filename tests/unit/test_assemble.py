@@ -21,7 +21,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -63,10 +63,12 @@ CORPUS = [
 
 @dataclass(frozen=True, slots=True)
 class Built:
-    """What one edge built: its pipeline and the arguments of its one proxy load."""
+    """What one edge built: its pipeline, the arguments of its one proxy load, and the dtype of
+    the shared MiniLM right after (a process-wide choice, so read before the other edge builds)."""
 
     pipeline: Any
     load: dict[str, Any]
+    embed_dtype: str = field(default_factory=lambda: _embed_dtype())
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +132,7 @@ CASES: dict[str, Case] = {
     "proxy_cache_dir": Case("{root}/gguf", lambda b: b.load["cache_dir"], "{root}/gguf"),
     "device": Case("cuda:3", lambda b: b.load["device"], "cuda:3"),
     "dtype": Case("bfloat16", lambda b: b.load["dtype"], "bfloat16"),
+    "embed_dtype": Case("bfloat16", lambda b: b.embed_dtype, "bfloat16"),
     "threads": Case("3", lambda b: b.load["threads"], 3),
     "rerank_method": Case("icr", lambda b: b.pipeline.reranker.method, "icr"),
     "compress_method": Case("fused", lambda b: _compressor(b).method, "fused"),
@@ -173,6 +176,13 @@ CASES: dict[str, Case] = {
     "generator_max_tokens": Case("7", lambda b: b.pipeline.generator.max_new_tokens, 7),
     "request_timeout_s": Case("0.3", _answer_or_timeout, "timed out", SLOW_ENDPOINT),
 }
+
+
+def _embed_dtype() -> str:
+    from ragattn.devices import dtype_name
+    from ragattn.embed import shared_embedder
+
+    return dtype_name(shared_embedder().dtype)
 
 
 def _chosen_models_dir() -> Path:
@@ -306,9 +316,11 @@ class Edges:
 @pytest.fixture
 def edges(proxy: Any, places: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Edges]:
     from ragattn.assets import use_models_dir
+    from ragattn.embed import DEFAULT_EMBED_DTYPE, use_embed_dtype
 
     yield Edges(proxy, places, monkeypatch)
-    use_models_dir(None)  # the process-wide choice of a case must not leak into later tests
+    use_models_dir(None)  # the process-wide choices of a case must not leak into later tests
+    use_embed_dtype(DEFAULT_EMBED_DTYPE)
 
 
 ROUTED = [f.name for f in dataclasses.fields(Settings) if f.name not in EXEMPT]
