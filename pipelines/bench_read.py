@@ -16,6 +16,9 @@ For each input every system runs once, in turn, with MiniLM's embedding LRU clea
   best five at ratio 0.5 (the pipeline's ``flow="two_pass"``);
 - ``minilm-rerank``: ``Reranker()`` over every candidate, nothing else (what the read replaces).
 
+Each read's stages (``CompressionResult.stage_seconds``: sentences, cut, forward, ...) are printed
+as medians under its shape's table, to show where its seconds go.
+
 Medians over the inputs are printed as a Markdown table with the CPU capability and threads:
 seconds, the ratio to the two-pass flow and to MiniLM's rerank, and seconds per 1,000 candidate
 tokens (proxy tokens, no special tokens).
@@ -35,6 +38,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
@@ -110,10 +114,15 @@ def main() -> None:
     budget = budget_of(args.ratio, args.max_tokens)
 
     def timed(call: Callable[..., object], *args: object, **kwargs: object) -> float:
+        return timed_result(call, *args, **kwargs)[0]
+
+    def timed_result(
+        call: Callable[..., Any], *args: object, **kwargs: object
+    ) -> tuple[float, Any]:
         shared_embedder().clear_cache()
         start = time.perf_counter()
-        call(*args, **kwargs)
-        return time.perf_counter() - start
+        result = call(*args, **kwargs)
+        return time.perf_counter() - start, result
 
     def two_pass_call(query: str, docs: list[Document]) -> None:
         ranked = reranker.rerank(query, docs, top_n=5)
@@ -128,6 +137,7 @@ def main() -> None:
                 compressor.rerank_and_compress(warm[0], warm[1], budget=budget)
             two_pass_call(*warm)
         seconds: dict[str, list[float]] = {}
+        stages: dict[str, dict[str, list[float]]] = {}
         tokens: list[int] = []
         for query, docs in timed_inputs:
             tokens.append(
@@ -142,9 +152,13 @@ def main() -> None:
                 use_embed_dtype(dtype)
                 tag = f" (MiniLM {dtype})" if len(dtypes) > 1 else ""
                 for name, compressor in compressors.items():
-                    seconds.setdefault(f"read:{name}{tag}", []).append(
-                        timed(partial(compressor.rerank_and_compress, budget=budget), query, docs)
-                    )
+                    read = partial(compressor.rerank_and_compress, budget=budget)
+                    took, (_, compressed) = timed_result(read, query, docs)
+                    seconds.setdefault(f"read:{name}{tag}", []).append(took)
+                    for stage, stage_s in compressed.stage_seconds:
+                        stages.setdefault(f"read:{name}{tag}", {}).setdefault(stage, []).append(
+                            stage_s
+                        )
                 seconds.setdefault(f"two-pass{tag}", []).append(timed(two_pass_call, query, docs))
                 seconds.setdefault(f"minilm-rerank{tag}", []).append(
                     timed(reranker.rerank, query, docs)
@@ -153,6 +167,11 @@ def main() -> None:
         medians["candidate_tokens"] = statistics.median(tokens)
         table[shape] = medians
         print_shape(shape, medians, len(timed_inputs))
+        for name, by_stage in stages.items():
+            print(
+                f"{name} stages, median s: "
+                + ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in by_stage.items())
+            )
     if args.out:
         args.out.write_text(json.dumps(table, indent=2))
 

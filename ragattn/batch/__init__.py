@@ -26,10 +26,9 @@ import inspect
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from ragattn.batch._rows import TASKS, VERB_OF, BatchTask, TaskKind
+from ragattn.batch._rows import TASKS, BatchTask, TaskKind, keywords_not_taken
 from ragattn.batch.io import BatchSummary
 from ragattn.batch.job import run_batch
-from ragattn.contract import verb_keywords
 from ragattn.languages import AUTO
 
 if TYPE_CHECKING:
@@ -113,9 +112,7 @@ def _task_function(kind: TaskKind, doc: str) -> Callable[..., ray.data.Dataset]:
     """:func:`map_dataset` for one ``kind``, taking only that task's own arguments
     (:func:`~ragattn.contract.verb_keywords`); another one is a TypeError, as for any function."""
     whole = inspect.signature(map_dataset)
-    verb_only = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
-    if kind == "rerank":
-        verb_only |= {"max_tokens", "language"}  # a rerank keeps no tokens, splits no sentences
+    verb_only = keywords_not_taken(kind)
     signature = whole.replace(
         parameters=[
             p for name, p in whole.parameters.items() if name != "kind" and name not in verb_only

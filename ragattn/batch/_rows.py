@@ -19,7 +19,14 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ragattn.contract import CompressEngine, CompressVerbs, RerankEngine, Verb, VerbArgs
+from ragattn.contract import (
+    CompressEngine,
+    CompressVerbs,
+    RerankEngine,
+    Verb,
+    VerbArgs,
+    verb_keywords,
+)
 from ragattn.errors import InvalidInputError, ModelOutputError, RagattnError
 from ragattn.languages import AUTO
 from ragattn.types import as_documents
@@ -71,6 +78,16 @@ class RowError(Exception):
         super().__init__(message)
         self.error_type = error_type
         self.row_id = row_id
+
+
+def keywords_not_taken(kind: TaskKind) -> set[str]:
+    """The task arguments that ``kind`` does not take: the verb arguments of
+    ``rerank-compress`` (:func:`~ragattn.contract.verb_keywords`) that its verb lacks, and for
+    ``rerank`` the budget's ceiling and the language too (a rerank keeps no tokens and splits no
+    sentences). The command line and :func:`ragattn.batch.map_dataset`'s per-task functions
+    offer the rest."""
+    missing = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
+    return missing | {"max_tokens", "language"} if kind == "rerank" else missing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

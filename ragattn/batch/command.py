@@ -14,10 +14,9 @@ from typing import Any
 
 import typer
 
-from ragattn.batch._rows import VERB_OF, BatchTask, TaskKind
+from ragattn.batch._rows import BatchTask, TaskKind, keywords_not_taken
 from ragattn.batch.io import BatchSummary
 from ragattn.batch.job import run_batch
-from ragattn.contract import verb_keywords
 from ragattn.errors import RagattnError
 
 batch_app = typer.Typer(
@@ -141,9 +140,7 @@ OPTIONS: dict[str, tuple[Any, Any]] = {
 def _options(kind: TaskKind) -> list[str]:
     """The options of one command: the verb's own arguments (a budget and ``language`` to
     compress, ``top_n`` to rank: :func:`~ragattn.contract.verb_keywords`) and the job's."""
-    verb_only = set(verb_keywords("rerank_compress")) - set(verb_keywords(VERB_OF[kind]))
-    if kind == "rerank":
-        verb_only |= {"max_tokens", "language"}  # a rerank keeps no tokens, splits no sentences
+    verb_only = keywords_not_taken(kind)
     names = [n for n in OPTIONS if n not in verb_only]
     if kind == "rerank":  # --method before --top-n, as the rerank command has always listed them
         names.remove("method")

@@ -333,10 +333,16 @@ def eval_context(
         "unknown one lists them) or auto, by each text's script. Named in the report; part of "
         "the systems' fingerprint (the cache key) when not auto.",
     ),
+    embed_dtype: str = typer.Option(
+        "float32",
+        help="MiniLM's weights for every system (float32, auto: bf16 where native, bfloat16; "
+        "RAGATTN_EMBED_DTYPE of the service). Part of the fingerprint when not float32.",
+    ),
 ) -> None:
     """Evidence recall, answer kept, passages touched, tokens and seconds per question of the
     one-read default and of pipelines given exactly its tokens (docs/context-eval.md)."""
-    from ragattn.errors import InvalidInputError
+    from ragattn.embed import use_embed_dtype
+    from ragattn.errors import ConfigError, InvalidInputError
     from ragattn.lab.evaluation import context as ctx
     from ragattn.lab.evaluation.context_report import OutcomeCache, evaluate_context
     from ragattn.lab.evaluation.context_systems import ContextSystems
@@ -347,6 +353,10 @@ def eval_context(
     ]
     if unknown := [n for n in names if n not in ctx.SYSTEMS]:
         raise typer.BadParameter(f"unknown systems {unknown}; valid: {', '.join(ctx.SYSTEMS)}")
+    try:
+        use_embed_dtype(embed_dtype)
+    except ConfigError as exc:
+        raise typer.BadParameter(str(exc)) from exc
     try:
         check_language(language)
         budgets = [ctx.parse_budget(b) for b in budget]

@@ -171,6 +171,14 @@ def test_the_compress_tasks_take_a_token_ceiling_on_the_ratio() -> None:
     compress = " ".join(CliRunner().invoke(batch_app, ["compress", "--help"]).output.split())
     rerank = " ".join(CliRunner().invoke(batch_app, ["rerank", "--help"]).output.split())
     assert "--max-tokens" in compress and "--max-tokens" not in rerank
+    # The Python API offers the same arguments per task as the command line.
+    import inspect
+
+    from ragattn.batch import compress_dataset, rerank_compress_dataset, rerank_dataset
+
+    for task in (compress_dataset, rerank_compress_dataset):
+        assert {"max_tokens", "language"} <= set(inspect.signature(task).parameters)
+    assert not {"max_tokens", "language"} & set(inspect.signature(rerank_dataset).parameters)
 
 
 @pytest.mark.slow

@@ -228,6 +228,7 @@ def test_eval_context_matches_every_system_to_one_read_and_resumes_from_its_cach
         (["--budget", "1.5"], "budget '1.5' is neither a ratio"),
         (["--offset", "2"], "--offset 2 skips every question of hotpotqa"),
         (["--language", "xx"], "unknown language 'xx'; valid: auto, am, ar"),
+        (["--embed-dtype", "half"], "unknown dtype 'half'; use one of: auto, float32, bfloat16"),
     ],
 )
 def test_eval_context_refuses_bad_options_before_loading_the_proxy(
