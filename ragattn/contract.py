@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from ragattn.errors import InvalidInputError
+from ragattn.first_stage import check_first_stage_order
 from ragattn.languages import AUTO, check_language
 from ragattn.types import (
     Budget,
@@ -67,6 +68,11 @@ class VerbArgs:
         language: the documents' language for sentence splitting (compress verbs): an ISO 639-1
             code of :data:`~ragattn.sentences.LANGUAGES`, or ``"auto"`` (default: by the text's
             script, :func:`~ragattn.sentences.resolve_language`).
+        first_stage_order: the documents' indices in a first stage's order, best first (compress
+            verbs; None: the documents come unranked, and their positions are never read as a
+            rank). The read weighs each document's relevance with this order's rank prior
+            (:mod:`ragattn.first_stage`); checked to be a permutation of the documents' indices
+            where the documents are known (the engine).
     """
 
     verb: Verb
@@ -77,6 +83,7 @@ class VerbArgs:
     keep_entities: bool = False
     truncate_to: int | None = None
     language: str = AUTO
+    first_stage_order: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.verb not in VERBS:
@@ -92,6 +99,15 @@ class VerbArgs:
         if self.verb == "rerank" and self.language != AUTO:
             raise InvalidInputError(
                 "rerank splits no sentences; language is for compress or rerank-compress"
+            )
+        if self.first_stage_order is not None:
+            if self.verb == "rerank":
+                raise InvalidInputError(
+                    "first_stage_order is an argument of Reranker.rerank, not of this call"
+                )
+            order = self.first_stage_order
+            object.__setattr__(
+                self, "first_stage_order", tuple(check_first_stage_order(order, len(order)) or ())
             )
 
     @classmethod
@@ -117,7 +133,15 @@ class VerbArgs:
         except InvalidInputError:
             check_top_n(kw.get("top_n"))  # a bad top_n is named first, as construction does
             raise
-        fields = ("top_n", "keep_order", "tokenizer", "keep_entities", "truncate_to", "language")
+        fields = (
+            "top_n",
+            "keep_order",
+            "tokenizer",
+            "keep_entities",
+            "truncate_to",
+            "language",
+            "first_stage_order",
+        )
         return cls(verb=verb, budget=budget, **{k: kw[k] for k in fields if k in kw})
 
     @property
@@ -134,6 +158,8 @@ class VerbArgs:
         if self.budget is not None:
             out.update(keep_order=self.keep_order, language=self.language)
             out.update(self.budget.keywords())
+            if self.first_stage_order is not None:
+                out["first_stage_order"] = list(self.first_stage_order)
         return out
 
 
@@ -223,6 +249,7 @@ class CompressVerbs(Generic[_C, _RC]):
         tokenizer: Any = None,
         keep_entities: bool = False,
         language: str = AUTO,
+        first_stage_order: Sequence[int] | None = None,
     ) -> _C:
         """Compress ``documents`` (or one ``context`` string) for ``query`` under one budget.
 
@@ -243,6 +270,10 @@ class CompressVerbs(Generic[_C, _RC]):
                 :data:`~ragattn.sentences.LANGUAGES` (``"de"``: German abbreviations and dates
                 end no sentence), or ``"auto"`` (default: by the text's script,
                 :func:`~ragattn.sentences.resolve_language`).
+            first_stage_order: the documents' indices in your retriever's order, best first,
+                when they come ranked (default None: unranked; a position is never read as a
+                rank). The read then weighs each document's relevance with the order's rank
+                prior (``Compressor(first_stage_prior=...)``).
 
         Returns:
             A :class:`CompressionResult`; its text is a concatenation of original substrings
@@ -270,6 +301,7 @@ class CompressVerbs(Generic[_C, _RC]):
         keep_order: bool = True,
         tokenizer: Any = None,
         language: str = AUTO,
+        first_stage_order: Sequence[int] | None = None,
     ) -> _RC:
         """Rank ``documents`` and compress the best ``top_n`` of them from one scoring pass.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -17,6 +17,24 @@ eval_app = typer.Typer(
     help="Evaluate reranking (nDCG@10), compression (supporting-fact recall) and the context "
     "that reaches the generator at matched budgets."
 )
+
+
+if TYPE_CHECKING:
+    from ragattn.lab.evaluation.context import Order
+
+
+def _order(value: str) -> Order:
+    """``--order`` as an :data:`~ragattn.lab.evaluation.context.Order`.
+
+    Raises:
+        InvalidInputError: another value.
+    """
+    from ragattn.errors import InvalidInputError
+    from ragattn.lab.evaluation.context import ORDERS
+
+    if value not in ORDERS:
+        raise InvalidInputError(f"unknown order {value!r}; valid: {', '.join(ORDERS)}")
+    return value  # type: ignore[return-value]
 
 
 def _methods(value: str) -> list[str]:
@@ -338,6 +356,19 @@ def eval_context(
         help="MiniLM's weights for every system (float32, auto: bf16 where native, bfloat16; "
         "RAGATTN_EMBED_DTYPE of the service). Part of the fingerprint when not float32.",
     ),
+    order: str = typer.Option(
+        "given",
+        help="The candidates' order: given (the set's own; SciFact's is BM25's over the corpus, "
+        "passed to the one read as its first_stage_order) or bm25 (ranked by BM25 over each "
+        "question's candidates, and passed so: a first stage for the sets that have none).",
+    ),
+    first_stage_prior: float | None = typer.Option(
+        None,
+        min=0.0,
+        help="The one read's weight of a ranked set's first-stage order "
+        "(Compressor(first_stage_prior=...); default: the compressor's); part of the "
+        "fingerprint when above 0.",
+    ),
 ) -> None:
     """Evidence recall, answer kept, passages touched, tokens and seconds per question of the
     one-read default and of pipelines given exactly its tokens (docs/context-eval.md)."""
@@ -368,6 +399,7 @@ def eval_context(
             titles=titles,
             pool=pool,
             language=language,
+            order=_order(order),
         )
     except InvalidInputError as exc:
         raise typer.BadParameter(str(exc)) from exc
@@ -382,16 +414,24 @@ def eval_context(
         except InvalidInputError as exc:
             raise typer.BadParameter(str(exc)) from exc
     loaded = load_proxy(proxy, threads=threads, dtype=dtype)
-    systems = ContextSystems.from_proxy(loaded, cascade=read, language=language)
-    # plain strings and pools are other sets: named apart in the report and the outcome cache
-    label = dataset + ("" if titles else ":plain") + (f":pool{pool}" if pool else "")
+    prior = {} if first_stage_prior is None else {"first_stage_prior": first_stage_prior}
+    systems = ContextSystems.from_proxy(loaded, cascade=read, language=language, **prior)
+    # plain strings, pools and orders are other sets: named apart in the report and the cache
+    label = (
+        dataset
+        + ("" if titles else ":plain")
+        + (f":pool{pool}" if pool else "")
+        + (f":{order}" if order != "given" else "")
+    )
     cache = None
     if cache_dir is not None:
         cache = OutcomeCache(cache_dir, label, systems.fingerprint())
     report = evaluate_context(label, questions, systems, budgets, names, cache=cache)
     first = f", from question {offset}" if offset else ""
-    given = ("" if titles else ", candidates as plain strings (no titles)") + (
-        f", pooled to {pool} candidates" if pool else ""
+    given = (
+        ("" if titles else ", candidates as plain strings (no titles)")
+        + (f", pooled to {pool} candidates" if pool else "")
+        + (", ranked by BM25 over them" if order == "bm25" else "")
     )
     typer.echo(f"{dataset}{first}{given}\n" + report.to_markdown())
     if out:

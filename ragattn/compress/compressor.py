@@ -37,8 +37,10 @@ from ragattn.compress.registry import (
 )
 from ragattn.compress.scorers import ProbeScorer
 from ragattn.compress.selection import (
+    DEFAULT_FIRST_STAGE_PRIOR,
     DocumentWeighting,
     Selection,
+    check_first_stage_prior,
     check_selection,
     selection_path,
 )
@@ -99,6 +101,13 @@ class Compressor(
             the sentences of documents named by title first; measured in BENCHMARKS.md §3),
             where the proxy's models folder has the ``lexical`` probe; ``None`` reads every
             context whole.
+        first_stage_prior: how much a call's ``first_stage_order`` (its retriever's order,
+            when it passes one) moves the document-aware selection: the weight of the order's
+            rank prior ``1/log2(rank+1)`` beside the document probe's score, both z-scored over
+            the call's documents (:func:`~ragattn.compress.selection.with_rank_prior`; 0: the
+            order is checked and not read). Default
+            :data:`~ragattn.compress.selection.DEFAULT_FIRST_STAGE_PRIOR`, chosen by the rule in
+            docs/research/context.md.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).
@@ -122,8 +131,10 @@ class Compressor(
         read_once: bool | BlockStore = False,
         selection: Selection = "documents",
         cascade: Cascade | None = DEFAULT_CASCADE,
+        first_stage_prior: float = DEFAULT_FIRST_STAGE_PRIOR,
     ) -> None:
         self.selection: Selection = check_selection(selection)
+        self.first_stage_prior = check_first_stage_prior(first_stage_prior)
         self._bind(method, METHODS, proxy, device=device, dtype=dtype, threads=threads)
         self._cascade_probe: ProbeScorer | None = None
         self.max_chunk_tokens = max_chunk_tokens
@@ -223,6 +234,7 @@ class Compressor(
                 weighting=self.document_weighting,
                 counting=self._counting,
                 max_chunk_tokens=self.max_chunk_tokens,
+                first_stage_prior=self.first_stage_prior,
             )
         )
 

@@ -12,7 +12,8 @@ Both verbs of the :class:`~ragattn.compress.Compressor` (``compress`` and
 4. ``documents``: the document probe's scores of the documents read, from the forward's features
    (:mod:`ragattn.document_probe`; nothing to do where no weighting or ranking reads them);
 5. ``weighting``: each sentence's keep score weighs its document's score (the document-aware
-   selection, :mod:`ragattn.compress.selection`), and the sentences the cut dropped get theirs;
+   selection, :mod:`ragattn.compress.selection`; with a ``first_stage_order``, that score blended
+   with the order's rank prior), and the sentences the cut dropped get theirs;
 6. ``ranking`` (``rerank_and_compress`` only): the documents ranked from the same forward, the
    best ``top_n`` kept in rank order;
 7. ``assembly``: the sentences the budget keeps joined into the result
@@ -44,7 +45,7 @@ from ragattn.compress.cascade import Cascade, Cut
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.reading import Ranking, Read, best_sentence_ranking, reduced
 from ragattn.compress.scorers import ProbeScorer, UnitScorer
-from ragattn.compress.selection import DocumentWeighting
+from ragattn.compress.selection import DocumentWeighting, with_rank_prior
 from ragattn.contract import VerbArgs
 from ragattn.document_probe import (
     DocumentProbe,
@@ -52,6 +53,7 @@ from ragattn.document_probe import (
     score_documents,
     zscore_columns,
 )
+from ragattn.first_stage import check_first_stage_order, rank_prior
 from ragattn.lexical import sigmoid
 from ragattn.sentences import AUTO, split_sentences
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds
@@ -121,6 +123,10 @@ class ReadParts:
             (loaded on first use).
         counting: the tokenizer a result counts in, given the call's ``tokenizer`` argument.
         max_chunk_tokens: the most proxy tokens one forward chunk reads (for the warnings).
+        first_stage_prior: the weight of a first stage's rank prior in the weighting's document
+            score, in standard deviations of the document probe's score per standard deviation
+            of the prior (:func:`~ragattn.compress.selection.with_rank_prior`; 0: the order is
+            not read).
     """
 
     method: str
@@ -132,6 +138,7 @@ class ReadParts:
     weighting: Callable[[], DocumentWeighting | None]
     counting: Callable[[Any], Counting]
     max_chunk_tokens: int
+    first_stage_prior: float = 0.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,6 +226,8 @@ class ContextRead:
         ``stage_seconds`` are this call's."""
         clock = StageClock(self._clock)
         budget = args.compress_budget
+        order = check_first_stage_order(args.first_stage_order, len(documents))
+        prior = None if order is None else rank_prior(order)
         with clock.stage("sentences"):
             units = sentence_units(documents, args.language)
         with clock.stage("cut"):
@@ -228,7 +237,7 @@ class ContextRead:
         with clock.stage("documents"):
             document_scores = self.document_scores(query, reading, forward)
         with clock.stage("weighting"):
-            read = self.weighting(query, reading, forward, document_scores)
+            read = self.weighting(query, reading, forward, document_scores, prior)
         ranked = None
         selected = Selected(docs=documents, indices=range(len(documents)), units=units, read=read)
         if rank:
@@ -330,16 +339,20 @@ class ContextRead:
         reading: Reading,
         forward: Forward,
         document_scores: DocumentScores | None,
+        prior: np.ndarray | None = None,
     ) -> Read:
         """``weighting``: each read sentence's keep score weighs its document's (where a
-        weighting applies), then every sentence of the call gets one: the cut's dropped ones 0,
-        or below every read one (the cut's warning says which)."""
+        weighting applies; ``prior``, the call's rank prior by input position, blended into the
+        document score by :attr:`ReadParts.first_stage_prior`), then every sentence of the call
+        gets one: the cut's dropped ones 0, or below every read one (the cut's warning says
+        which)."""
         scores = forward.sentence
         weighting = self._weighting(reading)
         if weighting is not None and document_scores is not None:
-            scores = weighting.weigh(
-                query, reading.read_docs, reading.read_units, scores, document_scores.raw
-            )
+            raw = document_scores.raw
+            if prior is not None and self.parts.first_stage_prior > 0:
+                raw = with_rank_prior(raw, prior[reading.doc_map], self.parts.first_stage_prior)
+            scores = weighting.weigh(query, reading.read_docs, reading.read_units, scores, raw)
         cut, cascade = reading.cut, self.parts.cascade
         if cut is None or cascade is None:  # a cut implies a cascade
             return Read(scores=scores, chunks=forward.chunks, notes=())

@@ -66,6 +66,22 @@ behaviour before document-aware selection, and always the behaviour for one docu
 SELECTIONS: tuple[Selection, ...] = ("documents", "sentences")
 
 
+DEFAULT_FIRST_STAGE_PRIOR = 0.0
+"""The default weight of a first stage's rank prior in the document score
+(:func:`with_rank_prior`; a call reads it only when it passes ``first_stage_order``)."""
+
+
+def check_first_stage_prior(value: float) -> float:
+    """``value`` as a rank prior's weight: a finite number >= 0.
+
+    Raises:
+        ConfigError: a negative, infinite or non-numeric weight.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < np.inf:
+        raise ConfigError(f"first_stage_prior must be a finite number >= 0; got {value!r}")
+    return float(value)
+
+
 def _one_of(value: str, valid: tuple[str, ...], name: str) -> str:
     if value not in valid:
         raise ConfigError(f"unknown {name} {value!r}; valid: {', '.join(valid)}")
@@ -94,6 +110,26 @@ def logit(probabilities: np.ndarray) -> np.ndarray:
     """Log-odds of keep probabilities, clipped so that 0 and 1 stay finite."""
     p = np.clip(np.asarray(probabilities, dtype=np.float64), CLIP, 1.0 - CLIP)
     return np.log(p / (1.0 - p))
+
+
+def with_rank_prior(document_scores: np.ndarray, prior: np.ndarray, weight: float) -> np.ndarray:
+    """Document scores that also read a first stage's order: ``z(d) + weight * z(prior)``.
+
+    Both are z-scored over the call's documents (:func:`ragattn.document_probe.zscore_columns`),
+    so ``weight`` is in standard deviations of the document score per standard deviation of the
+    prior, whatever the number of documents; the result is on the z scale the combination reads
+    (:func:`combination_inputs` z-scores it again).
+
+    Args:
+        document_scores: one score per document (the document probe's log-odds).
+        prior: one rank prior per document, the same documents in the same order
+            (:func:`ragattn.first_stage.rank_prior`, higher is better).
+        weight: the prior's weight, >= 0 (0 returns ``z(d)``).
+    """
+    z = zscore_columns(
+        np.stack([np.asarray(document_scores, dtype=np.float64), np.asarray(prior)], axis=1)
+    )
+    return z[:, 0] + weight * z[:, 1]
 
 
 def combination_inputs(
@@ -243,6 +279,7 @@ def load_weighting(models_dir: Path, proxy_slug: str) -> DocumentWeighting:
 
 __all__ = [
     "COLUMNS",
+    "DEFAULT_FIRST_STAGE_PRIOR",
     "DOCUMENT_SCORES",
     "LINKED_COLUMNS",
     "SELECTIONS",
@@ -251,9 +288,11 @@ __all__ = [
     "DocumentWeighting",
     "Selection",
     "check_document_score",
+    "check_first_stage_prior",
     "check_selection",
     "combination_inputs",
     "load_weighting",
     "logit",
     "selection_path",
+    "with_rank_prior",
 ]

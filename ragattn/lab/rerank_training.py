@@ -24,6 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ragattn.attention import HeadSet
+from ragattn.first_stage import rank_prior
 from ragattn.lab.evaluation import datasets as ds
 from ragattn.lab.evaluation.metrics import list_ndcg_at_10
 from ragattn.proxy import Proxy
@@ -32,7 +33,6 @@ from ragattn.rerank.features import (
     dense_local,
     fusion_features,
     head_masses,
-    rank_prior,
 )
 from ragattn.rerank.icr import WindowedAttention
 from ragattn.types import Document

@@ -9,6 +9,7 @@ import numpy as np
 from ragattn.contract import RerankVerbs, VerbArgs
 from ragattn.errors import InvalidInputError
 from ragattn.facade import ProxyFacade
+from ragattn.first_stage import check_first_stage_order
 from ragattn.proxy import DEFAULT_PROXY, Proxy
 from ragattn.rerank.base import DocScores
 from ragattn.rerank.icr import AttentionMemo
@@ -148,10 +149,7 @@ def _check_order(
     """
     if not docs:
         raise InvalidInputError("documents must hold at least one document")
-    order = None if first_stage_order is None else list(first_stage_order)
-    if order is not None and sorted(order) != list(range(len(docs))):
-        raise InvalidInputError("first_stage_order must be a permutation of the document indices")
-    return order
+    return check_first_stage_order(first_stage_order, len(docs))
 
 
 __all__ = ["DEFAULT_METHOD", "METHODS", "Reranker"]

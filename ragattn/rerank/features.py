@@ -8,7 +8,6 @@ fusion weights learned on lists of one size transfer to lists of another.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -57,14 +56,6 @@ def zscore(x: np.ndarray) -> np.ndarray:
     return (x - mean) / std if std > 1e-12 else np.zeros_like(x)
 
 
-def rank_prior(order: Sequence[int]) -> np.ndarray:
-    """``1 / log2(rank + 1)`` of each document in the first stage's order (rank 1 = best)."""
-    prior = np.zeros(len(order))
-    for rank, i in enumerate(order, start=1):
-        prior[i] = 1.0 / math.log2(rank + 1)
-    return prior
-
-
 def local_bm25_order(bm25: np.ndarray, documents: Sequence[Document]) -> list[int]:
     """The candidates by descending candidate-local BM25, ties by text then index: the order the
     fusion weights were fitted with (``ragattn heads select`` ranks its training lists so), and
@@ -94,6 +85,5 @@ __all__ = [
     "fusion_features",
     "head_masses",
     "local_bm25_order",
-    "rank_prior",
     "zscore",
 ]

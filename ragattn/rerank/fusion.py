@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ragattn.errors import ConfigError
+from ragattn.first_stage import rank_prior
 from ragattn.lexical import sigmoid
 from ragattn.proxy import Proxy
 from ragattn.rerank.base import DocScores
@@ -32,7 +33,6 @@ from ragattn.rerank.features import (
     fusion_features,
     head_masses,
     local_bm25_order,
-    rank_prior,
 )
 from ragattn.rerank.icr import AttentionMemo, WindowedAttention
 from ragattn.rerank.profiles import RerankProfile

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "ragattn.contract": 1,
     "ragattn.languages": 1,
     "ragattn.errors": 1,
+    "ragattn.first_stage": 1,
     "ragattn.memory": 1,
     "ragattn.methods": 1,
     "ragattn.settings": 1,

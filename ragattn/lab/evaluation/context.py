@@ -29,7 +29,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ragattn.compress import DOC_JOINER
 from ragattn.errors import InvalidInputError
@@ -37,6 +37,7 @@ from ragattn.lab.evaluation import datasets as ds
 from ragattn.lab.evaluation.metrics import TokenizerLike, count_tokens, normalize_answer
 from ragattn.lab.probe_training import SQUAD_EVAL_QUESTIONS, TWOWIKI_TRAIN_FROM
 from ragattn.languages import AUTO, check_language
+from ragattn.lexical import bm25_scores
 from ragattn.sentences import split_sentences
 from ragattn.types import Budget, Document
 
@@ -55,6 +56,9 @@ MATCHED = frozenset(SYSTEMS) - {"one-read", "compress"}
 ABSTRACTIVE = frozenset({"yes", "no", "noanswer"})
 """Normalised answers that are no string of the context; they are not scored by answer kept."""
 SCIFACT_TOP_K = 20
+Order = Literal["given", "bm25"]
+"""The candidates' order: the set's own (``given``) or BM25's over them (:func:`bm25_ranked`)."""
+ORDERS: tuple[Order, ...] = ("given", "bm25")
 XQUAD_LANGUAGES: tuple[str, ...] = (
     "ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh",
 )  # fmt: skip
@@ -79,6 +83,9 @@ class ContextQuestion:
             :data:`~ragattn.languages.LANGUAGES`, or ``"auto"``: each text's script).
         units: per candidate, the ``[start, end)`` character ranges of its sentences
             (:func:`split_sentences` by ``language``, as the compressor splits them).
+        ranked: the candidates come in a first stage's order (SciFact's BM25 over the corpus,
+            or :func:`bm25_ranked`), which the one read may be given as ``first_stage_order``;
+            False where the order is a dataset's (HotpotQA's, 2Wiki's) or a shuffle.
     """
 
     qid: str
@@ -87,6 +94,7 @@ class ContextQuestion:
     gold: tuple[tuple[str, ...], ...]
     answers: tuple[str, ...] = ()
     language: str = AUTO
+    ranked: bool = False
     units: tuple[tuple[tuple[int, int], ...], ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -100,7 +108,12 @@ class ContextQuestion:
 
     @classmethod
     def from_example(
-        cls, example: ds.QAExample, *, titles: bool = True, language: str = AUTO
+        cls,
+        example: ds.QAExample,
+        *,
+        titles: bool = True,
+        language: str = AUTO,
+        ranked: bool = False,
     ) -> ContextQuestion:
         """The question of ``example``; ``titles=False`` gives its candidates as plain strings
         (no title: what Cohere-style string documents and most framework adapters send);
@@ -115,6 +128,7 @@ class ContextQuestion:
             gold=tuple(tuple(p.sentence(i) for i in p.supporting) for p in example.passages),
             answers=example.answers,
             language=language,
+            ranked=ranked,
         )
 
 
@@ -129,6 +143,7 @@ class ContextSet:
     load: Callable[[Path, int | None, str], tuple[ds.QAExample, ...]]
     default_limit: int | None = None
     end: int | None = None
+    ranked: bool = False
 
 
 def _carried(
@@ -154,6 +169,13 @@ SETS: Mapping[str, ContextSet] = {
     "scifact": ContextSet(
         path="scifact",
         load=_carried(lambda p, n: ds.load_scifact_retrieved(p, "test", SCIFACT_TOP_K, n)),
+        ranked=True,
+    ),
+    "scifact-train": ContextSet(
+        path="scifact",
+        load=_carried(lambda p, n: ds.load_scifact_retrieved(p, "train", SCIFACT_TOP_K, n)),
+        default_limit=40,
+        ranked=True,
     ),
     "squad": ContextSet(
         path="squad-v2/dev-v2.0.shared.json",
@@ -171,7 +193,8 @@ SETS: Mapping[str, ContextSet] = {
 }
 """The shared sets no probe was trained on: HotpotQA dev (distractor, fullwiki), 2Wiki-200
 (questions 200-299 are a margin, 300 on train), SciFact test claims with rationales over BM25
-top-20 abstracts, SQuAD's first 1,000 answerable questions over their article's paragraphs; and
+top-20 abstracts (``scifact-train``: the train claims, for choosing defaults), SQuAD's first
+1,000 answerable questions over their article's paragraphs; and
 XQuAD (``xquad-de``, ``xquad-zh``, ...: the first question of each of its 48 articles over the
 article's paragraphs, the same questions in every language; not in the shared folder: put
 google-deepmind/xquad's ``xquad.LANG.json`` files, CC BY-SA 4.0, in ``DATA/xquad/``)."""
@@ -186,12 +209,15 @@ def load_context_set(
     titles: bool = True,
     pool: int | None = None,
     language: str = AUTO,
+    order: Order = "given",
 ) -> tuple[ContextQuestion, ...]:
     """Questions ``offset`` to ``offset + limit`` of a set (default: its evaluation slice);
     ``titles=False``: the candidates as plain strings, without their titles; ``pool``: each
     question's candidates padded to that many (:func:`pooled`); ``language``: the sentences
     (the candidates' units and, where the set splits its own text, its gold) split by that
-    language's rules (``"auto"``: each text's script).
+    language's rules (``"auto"``: each text's script); ``order="bm25"``: each question's
+    candidates ranked by BM25 over them (:func:`bm25_ranked`, after any pooling), a first stage's
+    order where the set has none.
 
     Raises:
         InvalidInputError: an unknown set or language, or a slice that reaches training questions.
@@ -212,9 +238,34 @@ def load_context_set(
         end = spec.end if end is None else min(end, spec.end)
     examples = spec.load(data_dir / spec.path, end, language)[offset:]
     questions = tuple(
-        ContextQuestion.from_example(ex, titles=titles, language=language) for ex in examples
+        ContextQuestion.from_example(ex, titles=titles, language=language, ranked=spec.ranked)
+        for ex in examples
     )
-    return questions if pool is None else pooled(questions, pool)
+    questions = questions if pool is None else pooled(questions, pool)
+    return bm25_ranked(questions) if order == "bm25" else questions
+
+
+def bm25_ranked(questions: Sequence[ContextQuestion]) -> tuple[ContextQuestion, ...]:
+    """Each question with its candidates in BM25's order over them (the query against each
+    candidate's title and text, :func:`ragattn.lexical.bm25_scores`; ties by position): the order
+    a lexical first stage gives, for the sets whose own order is none (HotpotQA's, 2Wiki's, a
+    pool's shuffle). The questions are ``ranked``."""
+    out = []
+    for q in questions:
+        scores = bm25_scores(q.query, [f"{d.title or ''} {d.text}".strip() for d in q.candidates])
+        order = sorted(range(len(q.candidates)), key=lambda i: (-scores[i], i))
+        out.append(
+            ContextQuestion(
+                qid=q.qid,
+                query=q.query,
+                candidates=tuple(q.candidates[i] for i in order),
+                gold=tuple(q.gold[i] for i in order),
+                answers=q.answers,
+                language=q.language,
+                ranked=True,
+            )
+        )
+    return tuple(out)
 
 
 def pooled(questions: Sequence[ContextQuestion], size: int) -> tuple[ContextQuestion, ...]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
+from ragattn.compress.selection import DEFAULT_FIRST_STAGE_PRIOR
 from ragattn.lab.evaluation.context import (
     MATCHED,
     METRICS_VERSION,
@@ -92,6 +93,10 @@ class ContextSystems:
             questions' own sentences must be split by the same
             (:attr:`ContextQuestion.language`).
 
+    A question whose candidates come ranked (:attr:`ContextQuestion.ranked`) gives ``one-read``
+    and ``compress`` their order as ``first_stage_order``; the compressor's
+    ``first_stage_prior`` says how much it moves the read (0: not at all).
+
     Raises:
         InvalidInputError: an unknown language.
     """
@@ -116,13 +121,18 @@ class ContextSystems:
 
     @classmethod
     def from_proxy(
-        cls, proxy: Any, *, cascade: Cascade | None = DEFAULT_CASCADE, language: str = AUTO
+        cls,
+        proxy: Any,
+        *,
+        cascade: Cascade | None = DEFAULT_CASCADE,
+        language: str = AUTO,
+        first_stage_prior: float = DEFAULT_FIRST_STAGE_PRIOR,
     ) -> ContextSystems:
-        """Every system on one loaded :class:`~ragattn.proxy.Proxy`; ``cascade`` is the default
-        compressor's (the read of ``one-read`` and of the ``rerankK-compress`` systems);
-        ``language`` splits every compressor call's sentences."""
+        """Every system on one loaded :class:`~ragattn.proxy.Proxy`; ``cascade`` and
+        ``first_stage_prior`` are the default compressor's (the read of ``one-read`` and of the
+        ``rerankK-compress`` systems); ``language`` splits every compressor call's sentences."""
         return cls(
-            Compressor(proxy, cascade=cascade),
+            Compressor(proxy, cascade=cascade, first_stage_prior=first_stage_prior),
             Compressor(proxy, method="lexical"),
             Reranker(proxy),
             language=language,
@@ -147,6 +157,8 @@ class ContextSystems:
         ]
         if self.language != AUTO:
             parts.append(f"language={self.language}")
+        if c.first_stage_prior > 0:  # 0 reads no order: the outcomes of the runs before it
+            parts.append(f"first_stage_prior={c.first_stage_prior:g}")
         if embed := embedder_part():
             parts.append(embed)
         return model_fingerprint(c.proxy, *parts)
@@ -226,13 +238,22 @@ class ContextSystems:
             self._cold()
             self._forwards.replayed = 0.0
             start = time.perf_counter()
+            order = list(range(len(docs))) if question.ranked else None
             if system == SYSTEM_UNDER_TEST:
                 _, result = self.compressor.rerank_and_compress(
-                    question.query, docs, budget=budget, language=self.language
+                    question.query,
+                    docs,
+                    budget=budget,
+                    language=self.language,
+                    first_stage_order=order,
                 )
             else:
                 result = self.compressor.compress(
-                    question.query, docs, budget=budget, language=self.language
+                    question.query,
+                    docs,
+                    budget=budget,
+                    language=self.language,
+                    first_stage_order=order,
                 )
             seconds = time.perf_counter() - start + self._forwards.replayed
             kept = _kept(result, range(len(docs)))
