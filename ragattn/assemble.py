@@ -87,9 +87,10 @@ def build_reranker(settings: Settings, proxy: Proxy) -> Reranker:
 
 
 def compressor_factory(settings: Settings) -> CompressorFactory:
-    """Compressors of ``settings``: ``compress_selection``, ``compress_cascade`` and
-    ``models_dir`` are passed on, and with ``block_store_mb`` > 0 the attention methods share one
-    block store of that many MiB (passages read once, :mod:`ragattn.blocks`)."""
+    """Compressors of ``settings``: ``compress_selection``, ``compress_cascade``,
+    ``compress_first_stage_prior`` and ``models_dir`` are passed on, and with ``block_store_mb`` >
+    0 the attention methods share one block store of that many MiB (passages read once,
+    :mod:`ragattn.blocks`)."""
     from ragattn.compress import Compressor
 
     store = None
@@ -110,6 +111,8 @@ def compressor_factory(settings: Settings) -> CompressorFactory:
             extra["selection"] = settings.compress_selection
         if settings.compress_cascade != "default":
             extra["cascade"] = cascade
+        if settings.compress_first_stage_prior:
+            extra["first_stage_prior"] = settings.compress_first_stage_prior
         if settings.models_dir:
             extra["models_dir"] = settings.models_dir
         if method:
@@ -287,6 +290,12 @@ def engine_fingerprint(engines: Engines) -> str:
         *(["sentences"] if s.compress_selection == "sentences" else []),
         # Another cascade keeps other sentences of a long context.
         *([f"cascade={s.compress_cascade}"] if s.compress_cascade != "default" else []),
+        # A first stage's order moves the kept sentences only with a weight above 0.
+        *(
+            [f"first_stage_prior={s.compress_first_stage_prior:g}"]
+            if s.compress_first_stage_prior
+            else []
+        ),
         # bf16 MiniLM moves cosines in the third decimal: its results are kept apart.
         *([embed] if (embed := embedder_part()) else []),
     )

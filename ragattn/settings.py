@@ -119,6 +119,7 @@ BOUNDS: Mapping[str, Bound] = MappingProxyType(
         "redis_cooldown_s": Bound(0, 3_600, integer=False),
         "generator_max_tokens": Bound(1, 100_000),
         "port": Bound(1, 65_535),
+        "compress_first_stage_prior": Bound(0, 1_000, integer=False),
     }
 )
 """The range of every numeric ``RAGATTN_*`` setting (docs/service.md, "Settings", states each):
@@ -163,6 +164,12 @@ class Settings:
     (every context read whole), or ``KEEP:SCORER`` (e.g. ``0.8:lexical``, ``0.8:bm25``,
     ``0.8:documents``; the share of a long context's proxy tokens attention reads), optionally
     ``+links`` (``0.8:lexical+links``, the default's spelling: linked documents kept first)."""
+    compress_first_stage_prior: float = 0.0
+    """How much a request's ``first_stage_order`` (its retriever's order; the pipeline passes its
+    own) moves the one read: ``Compressor(first_stage_prior=...)``, the rank prior's weight beside
+    the document probe's score. 0 (the default, chosen by the rule in docs/research/context.md:
+    every weight above 0 cost a multi-hop choice set 2.7 points) checks the order and reads
+    nothing."""
     block_store_mb: int = 0
     """Passages read once (:mod:`ragattn.blocks`) for the attention compress methods: the size of
     the in-memory block store in MiB (0 = off, the default). A cached passage costs about 45 KiB
@@ -353,6 +360,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "request_timeout_s": _parse_float,
     "shutdown_grace_s": _parse_float,
     "redis_cooldown_s": _parse_float,
+    "compress_first_stage_prior": _parse_float,
     "api_keys": _parse_keys,
     "log_level": _parse_upper,
     "cache_backend": _parse_lower,

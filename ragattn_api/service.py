@@ -41,6 +41,7 @@ from ragattn.errors import (
     InputTooLargeError,
     InvalidInputError,
 )
+from ragattn.first_stage import check_first_stage_order
 from ragattn.limits import CheckedInput, LimitChecker
 from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
 from ragattn.settings import Settings
@@ -83,6 +84,13 @@ def new_id() -> str:
 def _clamped(top_n: int | None, n_documents: int) -> int | None:
     """``top_n`` at most the number of documents (Cohere's semantics: clamp, do not fail)."""
     return None if top_n is None else min(top_n, n_documents)
+
+
+def _order(order: Sequence[int] | None, documents: Sequence[Document]) -> tuple[int, ...] | None:
+    """A request's ``first_stage_order``, checked against its documents (a 400 before any model
+    runs: InvalidInputError when it is no permutation of their indices)."""
+    checked = check_first_stage_order(order, len(documents))
+    return None if checked is None else tuple(checked)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -243,6 +251,7 @@ class Service(MethodEngines):
             budget=req.resolved_budget(),
             keep_order=req.keep_order,
             language=req.language,
+            first_stage_order=_order(req.first_stage_order, documents),
         )
         method = self._compress_method(req.method)
         params = {"method": self._compress_name(method), **args.params()}
@@ -271,6 +280,7 @@ class Service(MethodEngines):
             budget=budget,
             keep_order=req.keep_order,
             language=req.language,
+            first_stage_order=_order(req.first_stage_order, documents),
         )
         method = self._compress_method(req.method)
         params = {

@@ -265,6 +265,7 @@ CONTEXT_SETS = (
     "hotpotqa-fullwiki",
     "2wiki",
     "scifact",
+    "scifact-train",
     "squad",
     *(
         f"xquad-{lang}"
@@ -285,7 +286,8 @@ def eval_context(
         ...,
         help=f"One of {', '.join(CONTEXT_SETS)} (HotpotQA dev distractor / fullwiki, 2Wiki-200, "
         "XQuAD per language (its files in DATA/xquad/), "
-        "SciFact test claims over BM25 top-20 abstracts, SQuAD's first 1,000 answerable "
+        "SciFact test claims over BM25 top-20 abstracts (scifact-train: its train claims, 40 "
+        "by default, for choosing defaults), SQuAD's first 1,000 answerable "
         "questions over their article's paragraphs).",
     ),
     data_dir: Path = typer.Option(

@@ -237,6 +237,7 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
             top_n=given.get("top_n"),
             method=self.config.compress_method,
             language=given.get("language", AUTO),
+            first_stage_order=given.get("first_stage_order"),
         )
         return path, payload, _parser(path, docs, given.get("language", AUTO))
 
@@ -253,6 +254,7 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
             top_n=args.top_n,
             method=self.config.compress_method,
             language=args.language,
+            first_stage_order=args.first_stage_order,
         )
         return path, payload, _parser(path, docs, args.language)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -101,10 +102,16 @@ def compress_payload(
     top_n: int | None,
     method: str | None,
     language: Any = AUTO,
+    first_stage_order: Sequence[Any] | None = None,
 ) -> dict[str, Any]:
     """The body of ``/v1/compress`` or ``/v1/rerank_compress`` for ``docs``, or for the one
     ``context`` string they were made of (sent as it is); ``language`` only when it is not
-    ``"auto"`` (sent as given: the service checks it)."""
+    ``"auto"`` (sent as given: the service checks it); ``first_stage_order`` when given, as
+    plain integers (the service checks that it is a permutation).
+
+    Raises:
+        InvalidInputError: a ``first_stage_order`` entry that is no integer.
+    """
     payload: dict[str, Any] = {"query": query, "keep_order": keep_order}
     if context is not None:
         payload["context"] = context
@@ -117,6 +124,13 @@ def compress_payload(
         payload["method"] = method
     if language != AUTO:
         payload["language"] = language
+    if first_stage_order is not None:
+        try:
+            payload["first_stage_order"] = [operator.index(i) for i in first_stage_order]
+        except TypeError as exc:
+            raise InvalidInputError(
+                "first_stage_order must be a list of document indices (integers)"
+            ) from exc
     return payload
 
 

@@ -117,8 +117,10 @@ def with_rank_prior(document_scores: np.ndarray, prior: np.ndarray, weight: floa
 
     Both are z-scored over the call's documents (:func:`ragattn.document_probe.zscore_columns`),
     so ``weight`` is in standard deviations of the document score per standard deviation of the
-    prior, whatever the number of documents; the result is on the z scale the combination reads
-    (:func:`combination_inputs` z-scores it again).
+    prior, whatever the number of documents. The combination z-scores the blend again
+    (:func:`combination_inputs`), so the prior moves a sentence at most as far as its document's
+    own score can: as ``weight`` grows the document input tends to ``z(prior)`` alone, and the
+    sentence probe's own score still decides within and across documents.
 
     Args:
         document_scores: one score per document (the document probe's log-odds).

@@ -64,9 +64,9 @@ def one_read(
     compressor: CompressEngine,
     counter: TokenCounter,
 ) -> PreparedContext:
-    """One read ranks every candidate of ``found`` (first-stage order, not reranked) and keeps
-    their best sentences under ``opts.budget``; sources are the best ``opts.top_n`` (all by
-    default), best first."""
+    """One read ranks every candidate of ``found`` (first-stage order, not reranked, passed to
+    the read as its ``first_stage_order``) and keeps their best sentences under ``opts.budget``;
+    sources are the best ``opts.top_n`` (all by default), best first."""
     warnings = list(found.warnings)
     if not found.candidates:
         warnings.append(NOTHING_FOUND)
@@ -80,6 +80,7 @@ def one_read(
         budget=opts.budget,
         tokenizer=counter.tokenizer,
         language=opts.language,
+        first_stage_order=tuple(range(len(docs))),
     )
     ranked, result = compressor.rerank_and_compress_checked(question.text, docs, args)
     t_read = clock.lap()

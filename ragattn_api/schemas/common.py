@@ -22,6 +22,8 @@ Cap = Annotated[int, Meta(ge=1, le=2**31 - 1)]
 any positive 32-bit integer, since one above the server's own limit only changes nothing."""
 Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1)]
 """An integer accepted for client compatibility and not used (``priority``)."""
+Index = Annotated[int, Meta(ge=0, le=COUNT_CEILING)]
+"""A document's position in the request (``first_stage_order``'s entries): 0..1000000."""
 Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1)]
 """An integer identifier (a document's ``id``): what a 64-bit client can send."""
 NOT_SPACE = (

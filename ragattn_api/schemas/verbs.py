@@ -16,6 +16,7 @@ from ragattn_api.schemas.common import (
     Count,
     DocumentIn,
     Fraction,
+    Index,
     Int32,
     KeptSpanOut,
     Language,
@@ -278,7 +279,10 @@ class CompressRequest(Struct, kw_only=True):
     ``max_tokens`` (optional, with ``ratio`` only) is a ceiling on a ratio: the most tokens kept
     whatever the ratio gives. ``language`` (optional) is the documents' language for sentence
     splitting: ``auto`` (default, by each text's script) or an ISO 639-1 code
-    (:data:`~ragattn_api.schemas.common.Language`).
+    (:data:`~ragattn_api.schemas.common.Language`). ``first_stage_order`` (optional) lists the
+    documents' indices in the caller's retriever order, best first, when they come ranked: the
+    read weighs each document's relevance with that order (a permutation of the indices, else a
+    400; without it no position is read as a rank).
     """
 
     query: Text
@@ -293,6 +297,7 @@ class CompressRequest(Struct, kw_only=True):
     method: str | None = None
     keep_order: bool = True
     language: Language = "auto"
+    first_stage_order: list[Index] | None = None
 
     def resolved_documents(self) -> list[Document]:
         """The documents from ``documents`` or ``context`` (exactly one of them)."""

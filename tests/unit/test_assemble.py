@@ -142,6 +142,7 @@ CASES: dict[str, Case] = {
         lambda b: (_compressor(b).cascade.keep, _compressor(b).cascade.scorer),
         (0.6, "bm25"),
     ),
+    "compress_first_stage_prior": Case("0.5", lambda b: _compressor(b).first_stage_prior, 0.5),
     "block_store_mb": Case(
         "16",
         lambda b: _compressor(b).blocks and _compressor(b).blocks.store.max_bytes,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import random
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,8 +273,11 @@ def load_xquad_articles(
     path: str | Path, limit: int | None = None, *, language: str = "auto"
 ) -> tuple[QAExample, ...]:
     """XQuAD (SQuAD v1.1 questions and paragraphs translated by professionals into eleven
-    languages): one question per article, its first, over every paragraph of its article (in
-    article order); the first ``limit`` articles. Gold sentences are the sentences of the
+    languages): one question per article over every paragraph of its article (in article order);
+    the first ``limit`` articles. The question is the first of one paragraph drawn at random
+    (seeded by the article's first question id, so every language draws the same), so the
+    question's paragraph sits anywhere in the article, not first: article order is no first
+    stage (``ragattn eval context --order bm25`` gives one). Gold sentences are the sentences of the
     question's paragraph holding an ``answer_start``, split by ``language``'s rules (as
     :func:`ragattn.sentences.split_sentences` reads it); question ids are shared across languages,
     so every language asks the same questions.
@@ -282,7 +286,8 @@ def load_xquad_articles(
     for article in _limited(read_json(Path(path))["data"], limit):
         title = article.get("title", "")
         paras = article["paragraphs"]
-        owner = next(k for k, p in enumerate(paras) if p["qas"])
+        asked = [k for k, p in enumerate(paras) if p["qas"]]
+        owner = asked[random.Random(str(paras[asked[0]]["qas"][0]["id"])).randrange(len(asked))]
         qa = paras[owner]["qas"][0]
         answers = qa["answers"]
         passages = [

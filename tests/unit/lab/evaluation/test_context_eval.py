@@ -369,6 +369,75 @@ def test_xquad_asks_one_question_per_article_over_its_paragraphs(tmp_path: Path)
     assert q.gold == ((), ("Sie liegt an der Spree.",)) and q.answers == ("Spree",)
 
 
+def test_xquad_draws_the_question_paragraph_the_same_in_every_language(tmp_path: Path) -> None:
+    """Five paragraphs with questions: the question's paragraph is drawn by the article's first
+    question id (not always the first), and every language's file draws the same."""
+
+    def article(n: int, lang: str) -> dict[str, Any]:
+        return {
+            "title": f"T{n}",
+            "paragraphs": [
+                {
+                    "context": f"{lang} paragraph {k} of {n}. It ends here.",
+                    "qas": [
+                        {
+                            "id": f"a{n}p{k}",
+                            "question": f"{lang} {n} {k}?",
+                            "answers": [{"answer_start": 0, "text": lang}],
+                        }
+                    ],
+                }
+                for k in range(5)
+            ],
+        }
+
+    (tmp_path / "xquad").mkdir()
+    for lang in ("de", "es"):
+        data = {"data": [article(n, lang) for n in range(12)]}
+        (tmp_path / "xquad" / f"xquad.{lang}.json").write_text(json.dumps(data))
+    german = ctx.load_context_set("xquad-de", tmp_path)
+    spanish = ctx.load_context_set("xquad-es", tmp_path)
+    assert [q.qid for q in german] == [q.qid for q in spanish]
+    owners = [next(k for k, g in enumerate(q.gold) if g) for q in german]
+    assert owners == [int(q.qid.rsplit("p", 1)[1]) for q in german]
+    assert len(set(owners)) > 1 and owners != [0] * len(owners)
+    assert not any(q.ranked for q in german)
+
+
+def test_bm25_order_ranks_each_questions_candidates_and_marks_them_ranked() -> None:
+    q = ctx.ContextQuestion(
+        qid="q",
+        query="Where is the Spree river?",
+        candidates=(
+            Document(text="Bananas are yellow."),
+            Document(text="The Spree river flows through Berlin."),
+            Document(text="A river is water."),
+        ),
+        gold=((), ("The Spree river flows through Berlin.",), ()),
+    )
+    (ranked,) = ctx.bm25_ranked([q])
+    assert ranked.ranked and not q.ranked
+    assert [d.text for d in ranked.candidates][0] == "The Spree river flows through Berlin."
+    assert ranked.gold[0] == ("The Spree river flows through Berlin.",)
+    assert {d.text for d in ranked.candidates} == {d.text for d in q.candidates}
+
+
+def test_scifact_is_ranked_by_its_first_stage_and_the_train_claims_are_a_set(
+    data_dir: Path,
+) -> None:
+    test = ctx.load_context_set("scifact", data_dir, limit=2)
+    train = ctx.load_context_set("scifact-train", data_dir, limit=2)
+    assert all(q.ranked for q in (*test, *train))
+    assert not {q.qid for q in test} & {q.qid for q in train}
+
+
+def test_the_fingerprint_names_a_first_stage_prior_above_zero() -> None:
+    systems = _fake_systems()
+    today = systems.fingerprint()
+    systems.compressor.first_stage_prior = 0.5
+    assert systems.fingerprint() != today
+
+
 def _fake_systems(language: str | None = None) -> Any:
     """:class:`ContextSystems` over stand-ins: no weights to load, no forward."""
     from types import SimpleNamespace
@@ -383,6 +452,7 @@ def _fake_systems(language: str | None = None) -> Any:
         cascade=None,
         models_dir=None,
         scorer=SimpleNamespace(),
+        first_stage_prior=0.0,
     )
     given = {} if language is None else {"language": language}
     return ContextSystems(
