@@ -56,31 +56,19 @@ async def test_an_order_that_is_no_permutation_is_a_400(
     assert "first_stage_order" in body["message"]
 
 
+def _payload(**order: Any) -> dict[str, Any]:
+    docs = [Document(text="a."), Document(text="b.")]
+    return compress_payload(
+        "q", docs, {"ratio": 0.5}, keep_order=True, top_n=None, method=None, **order
+    )
+
+
 def test_the_client_sends_the_order_as_plain_integers_and_refuses_other_entries() -> None:
     import numpy as np
 
-    docs = [Document(text="a."), Document(text="b.")]
-    payload = compress_payload(
-        "q",
-        docs,
-        {"ratio": 0.5},
-        keep_order=True,
-        top_n=None,
-        method=None,
-        first_stage_order=np.array([1, 0]),
-    )
+    payload = _payload(first_stage_order=np.array([1, 0]))
     assert payload["first_stage_order"] == [1, 0]
     assert all(type(i) is int for i in payload["first_stage_order"])
-    assert "first_stage_order" not in compress_payload(
-        "q", docs, {"ratio": 0.5}, keep_order=True, top_n=None, method=None
-    )
+    assert "first_stage_order" not in _payload()
     with pytest.raises(InvalidInputError, match="first_stage_order"):
-        compress_payload(
-            "q",
-            docs,
-            {"ratio": 0.5},
-            keep_order=True,
-            top_n=None,
-            method=None,
-            first_stage_order=["1", "0"],
-        )
+        _payload(first_stage_order=["1", "0"])

@@ -36,12 +36,14 @@ class ReadRecorder:
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self.reads: list[list[Document]] = []
+        self.args: list[Any] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.engine, name)
 
     def rerank_and_compress_checked(self, query: str, docs: Sequence[Document], args: Any) -> Any:
         self.reads.append(list(docs))
+        self.args.append(args)
         return self.engine.rerank_and_compress_checked(query, docs, args)
 
 
@@ -81,3 +83,18 @@ def test_ragattn_ask_shows_the_titles(demo_index: Path) -> None:
     rows = [line for line in result.output.splitlines() if line.startswith("│")]
     assert any("│ eiffel-tower" in row and "│ Eiffel Tower │" in row for row in rows), rows
     assert any("│ paris.md " in row and "│ Paris " in row for row in rows), rows
+
+
+def test_the_one_read_gets_the_retrieval_order(demo_index: Path, compressor: Any) -> None:
+    """The pipeline's candidates come ranked by its retrieval: the read is told so
+    (``first_stage_order``, the candidates as retrieved), and the candidates are those the
+    retrieval returned, in its order."""
+    from ragattn.pipeline import load_index
+
+    recorder = ReadRecorder(compressor)
+    pipe = RAGPipeline(load_index(str(demo_index)), generator=FixedGenerator(), compressor=recorder)
+    found = pipe.retrieve(QUESTION, k=5, mode="bm25", rerank=False)
+    pipe.ask(QUESTION, PipelineOptions(top_k=5, mode="bm25"))
+    (read,), (args,) = recorder.reads, recorder.args
+    assert [d.id for d in read] == [c.document.id for c in found.candidates]
+    assert args.first_stage_order == tuple(range(len(read)))
