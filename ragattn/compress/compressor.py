@@ -105,7 +105,8 @@ class Compressor(
             when it passes one) moves the document-aware selection: the weight of the order's
             rank prior ``1/log2(rank+1)`` beside the document probe's score, both z-scored over
             the call's documents (:func:`~ragattn.compress.selection.with_rank_prior`; 0: the
-            order is checked and not read). Default
+            order is checked and not read). It moves which sentences are kept; the ranking of
+            :meth:`rerank_and_compress` stays the document probe's. Default
             :data:`~ragattn.compress.selection.DEFAULT_FIRST_STAGE_PRIOR`, chosen by the rule in
             docs/research/context.md.
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
