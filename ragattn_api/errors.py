@@ -101,6 +101,14 @@ class HeadersTooLargeError(InvalidInputError):
     error_type = "headers_too_large"
 
 
+class OrderMismatchError(InvalidInputError):
+    """A ``first_stage_order`` that fits the schema (integers >= 0) but is no permutation of this
+    request's documents' indices: a 422, since JSON Schema cannot tie one field's entries to
+    another's length, so a schema-valid body can still carry it."""
+
+    error_type = "invalid_order"
+
+
 class ClientDisconnectedError(RagattnError):
     """The client hung up before its request body was complete (logged as 499, never a 500)."""
 
@@ -116,6 +124,7 @@ STATUS_BY_ERROR_TYPE: dict[str, int] = {
     "input_too_large": 413,
     "unsupported_media_type": 415,
     "tokenizer_error": 422,
+    "invalid_order": 422,
     "headers_too_large": 431,
     "overloaded": 429,
     "rate_limited": 429,
@@ -165,7 +174,8 @@ _ERROR_DESCRIPTIONS: dict[int, str] = {
     408: "request_timeout: the body did not arrive within RAGATTN_BODY_TIMEOUT_S",
     413: "input_too_large: body, document count, query or document tokens over a limit",
     415: "unsupported_media_type: the body is not sent as Content-Type: application/json",
-    422: "tokenizer_error: the proxy tokenizer cannot encode the input",
+    422: "tokenizer_error: the proxy tokenizer cannot encode the input; invalid_order: a "
+    "first_stage_order that is no permutation of the documents' indices",
     429: "overloaded (model queue full) or rate_limited; see Retry-After",
     431: "headers_too_large: request headers over RAGATTN_MAX_HEADER_BYTES",
     500: "internal_error or model_error (the proxy produced NaN/Inf); only this request failed",

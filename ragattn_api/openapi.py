@@ -167,6 +167,7 @@ def _numeric_bounds(schemas: dict[str, Any]) -> None:
         "gt": "exclusive_minimum",
         "lt": "exclusive_maximum",
     }
+    numbers = msgspec.inspect.IntType | msgspec.inspect.FloatType
     for name, schema in schemas.items():
         struct = getattr(wire, name, None)
         if not (isinstance(schema, Schema) and isinstance(struct, type)):
@@ -179,12 +180,24 @@ def _numeric_bounds(schemas: dict[str, Any]) -> None:
             if prop is None:
                 continue
             for kind in getattr(field.type, "types", (field.type,)):
-                if not isinstance(kind, msgspec.inspect.IntType | msgspec.inspect.FloatType):
+                # a list of numbers (``first_stage_order``): the bounds are its items'
+                item = getattr(kind, "item_type", None)
+                target = _items(prop) if isinstance(item, numbers) else prop
+                kind = item if isinstance(item, numbers) else kind
+                if target is None or not isinstance(kind, numbers):
                     continue
                 for bound, attribute in targets.items():
                     value = getattr(kind, bound, None)
                     if value is not None:
-                        setattr(prop, attribute, value)
+                        setattr(target, attribute, value)
+
+
+def _items(prop: Schema) -> Schema | None:
+    """The item schema of an array property, or of the array branch of an optional one."""
+    for branch in (prop, *(prop.one_of or ())):
+        if isinstance(branch, Schema) and isinstance(branch.items, Schema):
+            return branch.items
+    return None
 
 
 def tighten(

@@ -46,7 +46,7 @@ from ragattn.limits import CheckedInput, LimitChecker
 from ragattn.pipeline import DEFAULT_ORDER, PipelineOptions, Question, RAGPipeline
 from ragattn.settings import Settings
 from ragattn.types import Document
-from ragattn_api.errors import DeadlineExceededError
+from ragattn_api.errors import DeadlineExceededError, OrderMismatchError
 from ragattn_api.methods import CompressorFactory, MethodEngines
 from ragattn_api.schemas import (
     AskRequest,
@@ -87,9 +87,16 @@ def _clamped(top_n: int | None, n_documents: int) -> int | None:
 
 
 def _order(order: Sequence[int] | None, documents: Sequence[Document]) -> tuple[int, ...] | None:
-    """A request's ``first_stage_order``, checked against its documents (a 400 before any model
-    runs: InvalidInputError when it is no permutation of their indices)."""
-    checked = check_first_stage_order(order, len(documents))
+    """A request's ``first_stage_order``, checked against its documents before any model runs.
+
+    Raises:
+        OrderMismatchError: no permutation of their indices (a 422 ``invalid_order``: the body
+            fits the schema, which cannot state the documents' count).
+    """
+    try:
+        checked = check_first_stage_order(order, len(documents))
+    except InvalidInputError as exc:
+        raise OrderMismatchError(str(exc)) from exc
     return None if checked is None else tuple(checked)
 
 

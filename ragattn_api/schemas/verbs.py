@@ -282,7 +282,7 @@ class CompressRequest(Struct, kw_only=True):
     (:data:`~ragattn_api.schemas.common.Language`). ``first_stage_order`` (optional) lists the
     documents' indices in the caller's retriever order, best first, when they come ranked: the
     read weighs each document's relevance with that order (a permutation of the indices, else a
-    400; without it no position is read as a rank).
+    422 ``invalid_order``; without it no position is read as a rank).
     """
 
     query: Text

@@ -1,7 +1,8 @@
 """``first_stage_order`` over HTTP: ``/v1/compress`` and ``/v1/rerank_compress`` take the caller's
 retriever order (the documents' indices, best first), key the cache on it, and refuse an order
-that is no permutation of the documents with a 400 ``invalid_request`` before any model runs. The
-real default compressor; the SDK client sends the order as given."""
+that is no permutation of the documents with a 422 ``invalid_order`` before any model runs (one off
+the schema: a 400 ``invalid_request``). The real default compressor; the SDK client sends the
+order as given."""
 
 from __future__ import annotations
 
@@ -45,11 +46,27 @@ async def test_the_compress_routes_take_an_order_and_key_the_cache_on_it(
 
 
 @pytest.mark.parametrize("route", ["/v1/compress", "/v1/rerank_compress"])
-@pytest.mark.parametrize("order", [[0], [0, 0], [0, 2], [0, 1, 2], [-1, 0], ["0", "1"], 1])
-async def test_an_order_that_is_no_permutation_is_a_400(
+@pytest.mark.parametrize("order", [[0], [0, 0], [0, 2], [0, 1, 2], [7, 1]])
+async def test_an_order_that_is_no_permutation_of_the_documents_is_a_422(
+    client: AsyncTestClient[Litestar], route: str, order: Any
+) -> None:
+    """Integers >= 0 fit the schema, which cannot state the documents' count: ``invalid_order``."""
+    resp = await client.post(route, json={**BODY, "first_stage_order": order})
+    assert resp.status_code == 422, resp.text
+    body = resp.json()
+    assert body["error_type"] == "invalid_order"
+    assert "permutation of the document indices 0..1" in body["message"]
+
+
+@pytest.mark.parametrize("route", ["/v1/compress", "/v1/rerank_compress"])
+@pytest.mark.parametrize("order", [[-1, 0], ["0", "1"], 1, [0.5, 1], None])
+async def test_an_order_off_the_schema_is_a_400(
     client: AsyncTestClient[Litestar], route: str, order: Any
 ) -> None:
     resp = await client.post(route, json={**BODY, "first_stage_order": order})
+    if order is None:  # null is the default: no order
+        assert resp.status_code == 200, resp.text
+        return
     assert resp.status_code == 400, resp.text
     body = resp.json()
     assert body["error_type"] == "invalid_request"
