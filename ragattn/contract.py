@@ -71,8 +71,9 @@ class VerbArgs:
         first_stage_order: the documents' indices in a first stage's order, best first (compress
             verbs; None: the documents come unranked, and their positions are never read as a
             rank). The read weighs each document's relevance with this order's rank prior
-            (:mod:`ragattn.first_stage`); checked to be a permutation of the documents' indices
-            where the documents are known (the engine).
+            (:mod:`ragattn.first_stage`) by the compressor's ``first_stage_prior`` (default 0:
+            checked, not read); checked to be a permutation of the documents' indices where the
+            documents are known (the engine).
     """
 
     verb: Verb
@@ -272,8 +273,9 @@ class CompressVerbs(Generic[_C, _RC]):
                 :func:`~ragattn.sentences.resolve_language`).
             first_stage_order: the documents' indices in your retriever's order, best first,
                 when they come ranked (default None: unranked; a position is never read as a
-                rank). The read then weighs each document's relevance with the order's rank
-                prior (``Compressor(first_stage_prior=...)``).
+                rank). The read weighs each document's relevance with the order's rank prior
+                by ``Compressor(first_stage_prior=...)`` (default 0: the order is checked and
+                not read; measured in docs/research/context.md, "A first-stage prior").
 
         Returns:
             A :class:`CompressionResult`; its text is a concatenation of original substrings

@@ -281,8 +281,9 @@ class CompressRequest(Struct, kw_only=True):
     splitting: ``auto`` (default, by each text's script) or an ISO 639-1 code
     (:data:`~ragattn_api.schemas.common.Language`). ``first_stage_order`` (optional) lists the
     documents' indices in the caller's retriever order, best first, when they come ranked: the
-    read weighs each document's relevance with that order (a permutation of the indices, else a
-    422 ``invalid_order``; without it no position is read as a rank).
+    read weighs each document's relevance with that order by ``RAGATTN_COMPRESS_FIRST_STAGE_PRIOR``
+    (default 0: checked, not read; a permutation of the indices, else a 422 ``invalid_order``;
+    without it no position is read as a rank).
     """
 
     query: Text
