@@ -197,6 +197,44 @@ def document_cosines(query: str, documents: Sequence[Document]) -> np.ndarray:
     return np.asarray(dense_scores(query, texts), dtype=np.float64)
 
 
+def document_and_unit_cosines(
+    query: str, documents: Sequence[Document], units: Sequence[Unit]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`document_cosines` and, from the same MiniLM pass, each unit's cosine to the query
+    (in [-1, 1]): the mean of MiniLM's token states over the unit's characters in its document
+    (:meth:`ragattn.embed.Embedder.encode_spans`), so the sentences cost no forward of their own.
+    A unit past MiniLM's window (256 wordpieces of title and text) is encoded alone, as
+    :func:`ragattn.lexical.dense_scores` does. The document cosines are bit for bit
+    :func:`document_cosines`'."""
+    from ragattn.embed import shared_embedder
+
+    texts: list[str] = []
+    shifts: list[int] = []
+    for d in documents:
+        full = f"{d.title or ''} {d.text}"
+        texts.append(full.strip())
+        # where the document's text starts in the stripped string MiniLM reads
+        shifts.append(len(d.title or "") + 1 - (len(full) - len(full.lstrip())))
+    spans: list[list[tuple[int, int]]] = [[] for _ in documents]
+    slots: list[tuple[int, int]] = []
+    for u in units:
+        shift = shifts[u.doc]
+        slots.append((u.doc, len(spans[u.doc])))
+        spans[u.doc].append((max(0, u.start + shift), max(0, u.end + shift)))
+    embedder = shared_embedder()
+    q = embedder.encode([query])[0]
+    vectors, pooled = embedder.encode_spans(texts, spans)
+    both = np.vstack([q[None, :], vectors])  # as dense_scores lays them out: the same sums
+    cosines = np.asarray(both[1:] @ both[0], dtype=np.float64)
+    unit_cos = np.asarray([float(pooled[d][j] @ q) for d, j in slots], dtype=np.float64)
+    alone = [int(i) for i in np.flatnonzero(np.isnan(unit_cos))]
+    if alone:
+        unit_cos[alone] = dense_scores(
+            query, [documents[units[i].doc].text[units[i].start : units[i].end] for i in alone]
+        )
+    return cosines, unit_cos
+
+
 def score_documents(
     probe: DocumentProbe,
     tokenizer: Any,

@@ -144,18 +144,30 @@ class Embedder:
         alone or with others, in any order, in any process. (``show_progress`` is accepted for
         compatibility; batches this small show no progress bar.)
         """
+        return self._forward(texts, None)[0]
+
+    def _forward(
+        self, texts: list[str], spans: Sequence[Sequence[tuple[int, int]]] | None
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The vectors of ``texts`` (as :meth:`_encode` documents) and, with ``spans`` (character
+        ``(start, end)`` pairs per text), each span's pooled vector from the same forward (see
+        :meth:`encode_spans`; NaN rows for spans past the model's window)."""
         import torch
 
         # sentence-transformers >= 5 names it ``preprocess``; older ones ``tokenize``.
         prepare = getattr(self._model, "preprocess", None) or self._model.tokenize
         features = prepare(list(texts))
         lengths = features["attention_mask"].sum(dim=1).tolist()
+        offsets = self._offsets(texts, lengths) if spans is not None else None
         step = self.length_step
         pad = {"input_ids": int(getattr(self._model.tokenizer, "pad_token_id", None) or 0)}
         groups: dict[int, list[int]] = {}
         for i, n in enumerate(lengths):
             groups.setdefault(-(-int(n) // step) * step, []).append(i)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        pooled: list[np.ndarray] = []
+        if spans is not None:
+            pooled = [np.full((len(s), self.dim), np.nan, dtype=np.float32) for s in spans]
         with torch.inference_mode():
             for bucket, members in groups.items():
                 width = min(self.batch_size, max(1, self.batch_tokens // bucket))
@@ -169,11 +181,33 @@ class Embedder:
                         else v
                         for k, v in features.items()
                     }
+                    output = self._model(batch)
                     # Normalised in float32 whatever the weights' dtype: unit vectors to 1e-7.
-                    vecs = self._model(batch)["sentence_embedding"].float()
+                    vecs = output["sentence_embedding"].float()
                     vecs = torch.nn.functional.normalize(vecs, p=2, dim=1)
                     out[rows] = vecs[: len(rows)].cpu().numpy()
-        return out
+                    if spans is None or offsets is None:
+                        continue
+                    states = output["token_embeddings"].float().cpu().numpy()
+                    for row, i in enumerate(rows):
+                        pooled[i] = _pool_spans(states[row], offsets[i], spans[i], texts[i])
+        return out, pooled
+
+    def _offsets(self, texts: list[str], lengths: list[int]) -> list[np.ndarray | None]:
+        """Each text's tokens' character offsets (``[tokens, 2]``, special tokens ``(0, 0)``) under
+        the model's own truncation, or None for a text whose tokens do not match the forward's
+        (a tokenizer without offsets): its spans are left unpooled."""
+        tokenizer = self._model.tokenizer
+        if not getattr(tokenizer, "is_fast", False):
+            return [None] * len(texts)
+        limit = int(getattr(self._model, "max_seq_length", None) or tokenizer.model_max_length)
+        mapped = tokenizer(
+            list(texts), return_offsets_mapping=True, truncation=True, max_length=limit
+        )["offset_mapping"]
+        return [
+            np.asarray(m, dtype=np.int64).reshape(-1, 2) if len(m) == int(n) else None
+            for m, n in zip(mapped, lengths, strict=True)
+        ]
 
     def encode(
         self, texts: Sequence[str], *, show_progress: bool = False, cache: bool = True
@@ -187,10 +221,7 @@ class Embedder:
         with self._lock:
             if not cache or self.cache_size <= 0:
                 return self._encode(list(texts), show_progress)
-            keys = [
-                hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-                for t in texts
-            ]
+            keys = [_key(t) for t in texts]
             missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
             if missing:
                 first = {k: t for k, t in zip(keys, texts, strict=True)}
@@ -203,6 +234,98 @@ class Embedder:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
             return out
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The vectors of ``texts`` (bit for bit :meth:`encode`'s, and cached as its) and, from
+        the same forward, a vector for each character span of each text: the mean of the model's
+        token states over the tokens inside the span, L2-normalised (MiniLM's own pooling,
+        applied to a part of the text read in its context). One forward gives a document's
+        vector and its sentences', where encoding each sentence alone costs another forward over
+        the same tokens.
+
+        A span some of whose characters the model's window cut off (past 256 wordpieces for
+        MiniLM), or that holds no token, gets a row of NaN: the caller encodes it alone or does
+        without. Both are kept in the LRU (a span under its text's key and its offsets), so a
+        document read again costs no forward.
+
+        Returns:
+            ``[len(texts), dim]`` unit vectors, and per text a ``[len(spans[i]), dim]`` float32
+            array (unit rows, or NaN rows).
+        """
+        if len(spans) != len(texts):
+            raise ValueError("encode_spans needs one list of spans per text")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        keys = [_key(t) for t in texts]
+        span_keys = [
+            [k + a.to_bytes(8, "little") + b.to_bytes(8, "little") for a, b in s]
+            for k, s in zip(keys, spans, strict=True)
+        ]
+        with self._lock:
+            caching = self.cache_size > 0
+            need = [
+                i
+                for i, (k, sk) in enumerate(zip(keys, span_keys, strict=True))
+                if not caching or k not in self._cache or any(x not in self._cache for x in sk)
+            ]
+            fresh: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+            if need:
+                vecs, pooled = self._forward([texts[i] for i in need], [spans[i] for i in need])
+                fresh = {i: (v, p) for i, v, p in zip(need, vecs, pooled, strict=True)}
+            if not caching:
+                return np.stack([fresh[i][0] for i in range(len(texts))]), [
+                    fresh[i][1] for i in range(len(texts))
+                ]
+            for i, (v, p) in fresh.items():
+                self._cache[keys[i]] = v
+                for x, row in zip(span_keys[i], p, strict=True):
+                    self._cache[x] = row
+            vectors = np.stack([self._cache[k] for k in keys])
+            out = [
+                np.stack([self._cache[x] for x in sk])
+                if sk
+                else np.zeros((0, self.dim), dtype=np.float32)
+                for sk in span_keys
+            ]
+            for k, sk in zip(keys, span_keys, strict=True):
+                for x in (k, *sk):
+                    self._cache.move_to_end(x)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+            return vectors, out
+
+
+def _key(text: str) -> bytes:
+    """A text's key in the vector LRU."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def _pool_spans(
+    states: np.ndarray, offsets: np.ndarray | None, spans: Sequence[tuple[int, int]], text: str
+) -> np.ndarray:
+    """Each span's normalised mean token state (``states`` ``[tokens, dim]`` of ``text``,
+    ``offsets`` its tokens' character offsets); NaN for a span whose text (trailing spaces aside)
+    runs past the last token the window kept, or that holds no token."""
+    out = np.full((len(spans), states.shape[1]), np.nan, dtype=np.float32)
+    if offsets is None:
+        return out
+    real = offsets[:, 1] > offsets[:, 0]  # special tokens are (0, 0)
+    starts, ends = offsets[:, 0], offsets[:, 1]
+    reach = int(ends[real].max()) if real.any() else 0
+    truncated = bool(real.any()) and reach < len(text.rstrip())
+    for j, (a, b) in enumerate(spans):
+        if truncated and a + len(text[a:b].rstrip()) > reach:
+            continue  # characters past the window: the caller encodes the span alone
+        inside = real & (starts < b) & (ends > a)
+        if not inside.any():
+            continue
+        mean = states[: len(offsets)][inside].mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        if norm > 0.0:
+            out[j] = mean / norm
+    return out
 
 
 def _to_width(tensor: Any, width: int, value: int) -> Any:

@@ -12,22 +12,38 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from ragattn.compress.links import link_pattern
-from ragattn.document_probe import document_cosines
+from ragattn.document_probe import document_and_unit_cosines, document_cosines
 from ragattn.errors import InvalidInputError
 from ragattn.lexical import bm25_scores
 from ragattn.sentence_attention import Unit
 from ragattn.types import Budget, Document
 
-if TYPE_CHECKING:
-    from ragattn.compress.scorers import UnitScorer
+
+class FirstPass(Protocol):
+    """The ``lexical`` first pass (:class:`ragattn.compress.scorers.ProbeScorer`): keep scores
+    in [0, 1] for ``units``, with their MiniLM column from ``dense`` when given."""
+
+    def score_with_features(
+        self,
+        query: str,
+        documents: Sequence[Document],
+        units: Sequence[Unit],
+        *,
+        dense: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, Any]:
+        """Keep scores aligned with ``units``, and the features they came from."""
+        ...
+
 
 CascadeScorer = Literal["bm25", "documents", "lexical"]
 SCORERS: tuple[CascadeScorer, ...] = ("bm25", "documents", "lexical")
+CascadeDense = Literal["sentences", "pooled"]
+DENSE: tuple[CascadeDense, ...] = ("sentences", "pooled")
 
 
 def unit_cosines(query: str, documents: Sequence[Document], units: Sequence[Unit]) -> np.ndarray:
@@ -121,13 +137,14 @@ def precut_units(
     costs: Sequence[int],
     precut: float | None,
     share: float,
+    cosines: np.ndarray | None = None,
 ) -> np.ndarray | None:
     """The units (ascending) of the documents a ``lexical`` first pass scores under a
     :attr:`Cascade.precut`, or None when it scores every unit: documents the query names
     (:func:`ragattn.compress.links.link_pattern`) first, then by MiniLM's cosine of the whole
-    document (:func:`ragattn.document_probe.document_cosines`, the pass the ranking reads), whole
-    documents until they hold ``precut`` times the tokens attention reads (``share`` of the
-    context)."""
+    document (:func:`ragattn.document_probe.document_cosines`, the pass the ranking reads, or
+    ``cosines`` when the caller has them), whole documents until they hold ``precut`` times the
+    tokens attention reads (``share`` of the context)."""
     total = float(sum(costs))
     if precut is None or precut * share * total >= total:
         return None
@@ -136,7 +153,8 @@ def precut_units(
         per_doc[u.doc] += c
     patterns = [link_pattern(d) for d in documents]
     named = np.asarray([1.0 if p is not None and p.search(query) else 0.0 for p in patterns])
-    cosines = document_cosines(query, documents)
+    if cosines is None:
+        cosines = document_cosines(query, documents)
     order = np.lexsort((np.arange(len(documents)), -cosines, -named))
     target = precut * share * total
     chosen: set[int] = set()
@@ -213,6 +231,11 @@ class Cascade:
             ``precut`` times the tokens attention reads (None: every sentence). MiniLM's cosine of
             each whole document is computed once for the ranking anyway; embedding every
             sentence of 100 candidates is what made the read cost grow with them.
+        dense: where the ``lexical`` first pass's MiniLM cosine of a sentence comes from:
+            ``"sentences"`` (each sentence encoded alone) or ``"pooled"`` (the mean of MiniLM's
+            token states over the sentence in the whole-document pass the precut and the
+            document scores read anyway: no MiniLM forward of the cut's own;
+            :func:`ragattn.document_probe.document_and_unit_cosines`).
     """
 
     min_tokens: int = 1024
@@ -223,6 +246,7 @@ class Cascade:
     max_read: int | None = None
     ceiling: int | None = None
     precut: float | None = None
+    dense: CascadeDense = "sentences"
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep <= 1.0:
@@ -253,14 +277,18 @@ class Cascade:
             isinstance(self.precut, int | float) and 1.0 <= self.precut < float("inf")
         ):
             raise InvalidInputError(f"cascade precut must be a number >= 1, got {self.precut!r}")
+        if self.dense not in DENSE:
+            raise InvalidInputError(
+                f"cascade dense must be one of {', '.join(DENSE)}, got {self.dense!r}"
+            )
 
     @classmethod
     def parse(cls, spec: str, *, min_tokens: int = 1024, min_room: float = 2.0) -> Cascade:
         """A cascade from ``"KEEP:SCORER"`` (e.g. ``"0.8:lexical"``; the scorer defaults to
         ``lexical``; a ``+links`` suffix, ``"0.8:lexical+links"``, sets :attr:`links`; a
         ``@N`` suffix, ``"0.8:lexical+links@768"``, sets :attr:`max_read`; then optionally
-        ``,ceiling=N`` and ``,precut=P``: ``"0.8:lexical+links@1024,ceiling=2048,precut=4"``),
-        as the command line gives it.
+        ``,ceiling=N``, ``,precut=P`` and ``,dense=pooled``:
+        ``"0.8:lexical+links@1024,ceiling=2048,precut=4"``), as the command line gives it.
 
         Raises:
             InvalidInputError: a keep that is not a number in (0, 1], an unknown scorer, a cap
@@ -268,12 +296,17 @@ class Cascade:
         """
         spec, *options = spec.split(",")
         extra: dict[str, float | int] = {}
+        dense = "sentences"
         for option in options:
             key, eq, value = option.partition("=")
-            if not eq or key not in ("ceiling", "precut"):
+            if not eq or key not in ("ceiling", "precut", "dense"):
                 raise InvalidInputError(
-                    f"cascade option {option!r}: the options are ceiling=N and precut=P"
+                    f"cascade option {option!r}: the options are ceiling=N, precut=P and "
+                    "dense=sentences|pooled"
                 )
+            if key == "dense":
+                dense = value
+                continue
             try:
                 extra[key] = int(value) if key == "ceiling" else float(value)
             except ValueError:
@@ -302,6 +335,7 @@ class Cascade:
             max_read=max_read,
             ceiling=int(extra["ceiling"]) if "ceiling" in extra else None,
             precut=float(extra["precut"]) if "precut" in extra else None,
+            dense=dense,  # type: ignore[arg-type]  # checked in __post_init__
         )
 
     @property
@@ -311,8 +345,9 @@ class Cascade:
         cap = f"@{self.max_read}" if self.max_read is not None else ""
         ceiling = f",ceiling={self.ceiling}" if self.ceiling is not None else ""
         precut = f",precut={self.precut:g}" if self.precut is not None else ""
+        dense = f",dense={self.dense}" if self.dense != "sentences" else ""
         links = "+links" if self.links else ""
-        return f"{self.keep:g}:{self.scorer}{links}{cap}{ceiling}{precut}"
+        return f"{self.keep:g}:{self.scorer}{links}{cap}{ceiling}{precut}{dense}"
 
     def read_share(self, context_tokens: int, budget_tokens: int | None) -> float | None:
         """The share of a context of ``context_tokens`` (proxy tokens) that attention reads
@@ -350,7 +385,7 @@ class Cascade:
         budget: Budget,
         *,
         tokenizer: Any,
-        lexical: Callable[[], UnitScorer],
+        lexical: Callable[[], FirstPass],
     ) -> Cut | None:
         """What attention reads when this cascade cuts a call, or None when the whole context is
         read. Sizes are counted in ``tokenizer`` (the proxy's); ``lexical`` gives the ``lexical``
@@ -387,15 +422,25 @@ class Cascade:
         units: Sequence[Unit],
         costs: Sequence[int],
         share: float,
-        lexical: Callable[[], UnitScorer],
+        lexical: Callable[[], FirstPass],
     ) -> np.ndarray:
         """The ``lexical`` probe's scores, over the sentences of the :attr:`precut` documents
-        only when it applies (the others score -inf: never read, filled last)."""
-        sentences = precut_units(query, docs, units, costs, self.precut, share)
+        only when it applies (the others score -inf: never read, filled last); with
+        :attr:`dense` ``"pooled"`` its MiniLM column comes from the document pass."""
+        doc_cos = unit_cos = None
+        if self.dense == "pooled":
+            doc_cos, unit_cos = document_and_unit_cosines(query, docs, units)
+        sentences = precut_units(query, docs, units, costs, self.precut, share, doc_cos)
         if sentences is None:
-            return np.asarray(lexical().score(query, docs, units)[0], dtype=np.float64)
+            scores = lexical().score_with_features(query, docs, units, dense=unit_cos)[0]
+            return np.asarray(scores, dtype=np.float64)
         first = np.full(len(units), -np.inf)
-        first[sentences] = lexical().score(query, docs, [units[i] for i in sentences])[0]
+        first[sentences] = lexical().score_with_features(
+            query,
+            docs,
+            [units[i] for i in sentences],
+            dense=unit_cos[sentences] if unit_cos is not None else None,
+        )[0]
         return first
 
     def applies(self, context_tokens: int, budget_tokens: int | None) -> bool:
@@ -435,8 +480,11 @@ __all__ = [
     "DEFAULT_CASCADE",
     "SCORERS",
     "Cascade",
+    "CascadeDense",
     "CascadeScorer",
     "Cut",
+    "DENSE",
+    "FirstPass",
     "keep_by_tokens",
     "keep_linked",
     "named_documents",

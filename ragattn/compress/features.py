@@ -75,14 +75,26 @@ class SentenceFeatures:
 
 
 def lexical_block(
-    query: str, documents: Sequence[Document], units: Sequence[Unit], *, dense: bool
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    *,
+    dense: bool,
+    cosines: np.ndarray | None = None,
 ) -> tuple[np.ndarray, tuple[str, ...]]:
-    """Cheap features: BM25 share, MiniLM cosine (and its rank share), position and length."""
+    """Cheap features: BM25 share, MiniLM cosine (and its rank share), position and length.
+
+    ``cosines`` (one per unit, in [-1, 1]) are the MiniLM column when the caller has them
+    (e.g. pooled from a document pass); otherwise each unit is encoded alone."""
     texts = [documents[u.doc].text[u.start : u.end] for u in units]
     cols = [bm25_scores(query, texts)]
     names = ["bm25"]
     if dense:
-        cos = dense_scores(query, texts)
+        cos = (
+            dense_scores(query, texts) if cosines is None else np.asarray(cosines, dtype=np.float64)
+        )
+        if len(cos) != len(units):
+            raise ValueError("lexical_block needs one cosine per unit")
         cols += [cos, cos - cos.max()]
         names += ["dense", "dense_gap"]
     per_doc: dict[int, list[int]] = {}
@@ -113,11 +125,13 @@ def sentence_features(
     layers: int | None = None,
     max_chunk_tokens: int = 2048,
     reader: BlockReader | None = None,
+    dense_cosines: np.ndarray | None = None,
 ) -> SentenceFeatures:
     """All requested feature blocks for ``units``, concatenated in a fixed order.
 
     With ``reader``, the attention block reads the passages as cached document blocks
-    (:class:`ragattn.blocks.BlockReader`) instead of one full prompt.
+    (:class:`ragattn.blocks.BlockReader`) instead of one full prompt; ``dense_cosines`` are the
+    units' MiniLM cosines when the caller has them (:func:`lexical_block`).
     """
     blocks: list[np.ndarray] = []
     names: list[str] = []
@@ -144,7 +158,9 @@ def sentence_features(
         names += block_names
         config = attention_config(proxy, rows=rows, layers=layers)
     if lexical:
-        block, block_names = lexical_block(query, documents, units, dense=dense)
+        block, block_names = lexical_block(
+            query, documents, units, dense=dense, cosines=dense_cosines
+        )
         blocks.append(block)
         names += block_names
     matrix = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(units), 0))

@@ -67,10 +67,16 @@ class ProbeScorer:
         return scores, feats.chunks
 
     def score_with_features(
-        self, query: str, documents: Sequence[Document], units: Sequence[Unit]
+        self,
+        query: str,
+        documents: Sequence[Document],
+        units: Sequence[Unit],
+        *,
+        dense: np.ndarray | None = None,
     ) -> tuple[np.ndarray, SentenceFeatures]:
         """Keep scores and the features they were computed from (for a document probe that reads
-        the same forward)."""
+        the same forward); ``dense``: the units' MiniLM cosines when the caller has them (see
+        :func:`~ragattn.compress.features.lexical_block`)."""
         spec = self.features
         feats = sentence_features(
             self.proxy,
@@ -84,6 +90,7 @@ class ProbeScorer:
             layers=spec.layers,
             max_chunk_tokens=self.max_chunk_tokens,
             reader=self.blocks,
+            dense_cosines=dense,
         )
         return self.probe.predict(feats.names, feats.matrix, feats.config), feats
 

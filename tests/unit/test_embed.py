@@ -136,3 +136,52 @@ def test_use_embed_dtype_chooses_the_shared_embedders_dtype_for_the_process() ->
     finally:
         use_embed_dtype(DEFAULT_EMBED_DTYPE)
     assert shared_embedder().dtype == torch.float32 and embedder_part() == ""
+
+
+DOC = (
+    "The Eiffel Tower is in Paris. It was completed in 1889 by Gustave Eiffel's company. "
+    "Many tourists visit it every year."
+)
+DOC_SPANS = [(0, 30), (30, 84), (84, len(DOC))]
+
+
+def test_span_vectors_come_from_the_texts_own_forward() -> None:
+    """``encode_spans`` gives each text's vector (the bytes ``encode`` gives) and a unit vector
+    per span, pooled from the same forward: in context, close to the span encoded alone and
+    closer to a query about it than the other spans are."""
+    embedder = Embedder(cache_size=64)
+    vectors, pooled = embedder.encode_spans([DOC, TEXTS[0]], [DOC_SPANS, [(0, 5)]])
+    np.testing.assert_array_equal(vectors, embedder.encode([DOC, TEXTS[0]], cache=False))
+    assert pooled[0].shape == (3, embedder.dim) and pooled[1].shape == (1, embedder.dim)
+    assert np.allclose(np.linalg.norm(pooled[0], axis=1), 1.0, atol=1e-5)
+    alone = embedder.encode([DOC[a:b] for a, b in DOC_SPANS], cache=False)
+    assert np.all((pooled[0] * alone).sum(axis=1) > 0.3)
+    query = embedder.encode(["When was the Eiffel Tower completed?"], cache=False)[0]
+    assert int(np.argmax(pooled[0] @ query)) == 1
+    # the LRU serves both on a second call, bit for bit, with no forward
+    forward = embedder._forward
+    embedder._forward = None  # type: ignore[assignment,method-assign]
+    try:
+        again = embedder.encode_spans([DOC], [DOC_SPANS])
+    finally:
+        embedder._forward = forward  # type: ignore[method-assign]
+    np.testing.assert_array_equal(again[0][0], vectors[0])
+    np.testing.assert_array_equal(again[1][0], pooled[0])
+
+
+def test_a_span_past_the_window_is_left_to_the_caller() -> None:
+    """MiniLM reads 256 wordpieces of a text: a span beyond them gets a NaN row, not the
+    pooled vector of what the window kept."""
+    embedder = Embedder(cache_size=0)
+    text = " ".join(f"Sentence {i} is about topic number {i}." for i in range(80))
+    spans, at = [], 0
+    for part in text.split(". "):
+        spans.append((at, at + len(part) + 1))
+        at += len(part) + 2
+    vectors, pooled = embedder.encode_spans([text], [spans])
+    missing = np.isnan(pooled[0][:, 0])
+    assert not missing[:20].any() and missing[-20:].all()
+    assert missing.tolist() == sorted(missing.tolist())  # a prefix is pooled, the rest is not
+    assert vectors.shape == (1, embedder.dim) and not np.isnan(vectors).any()
+    with pytest.raises(ValueError):
+        embedder.encode_spans([text], [])

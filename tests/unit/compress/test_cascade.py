@@ -140,6 +140,62 @@ def test_a_cascade_parses_from_the_command_line_form() -> None:
     for bad in ("x:bm25", "0.8:bert", "2", "0.5:Documents", "0.8:lexical+both", "0.8:+links"):
         with pytest.raises(InvalidInputError):
             Cascade.parse(bad)
+    pooled = Cascade.parse("0.8:lexical+links@1024,ceiling=2048,precut=4,dense=pooled")
+    assert pooled.dense == "pooled"
+    assert pooled.name == "0.8:lexical+links@1024,ceiling=2048,precut=4,dense=pooled"
+    assert Cascade.parse(pooled.name) == pooled
+    assert Cascade.parse("0.8:lexical,dense=sentences").name == "0.8:lexical"
+    for bad in ("0.8:lexical,dense=tokens", "0.8:lexical,dense"):
+        with pytest.raises(InvalidInputError):
+            Cascade.parse(bad)
+    with pytest.raises(InvalidInputError):
+        Cascade(dense="tokens")  # type: ignore[arg-type]
+
+
+def _encoded_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the shared MiniLM runs a forward over from now on (its LRU cleared)."""
+    from ragattn.embed import shared_embedder
+
+    embedder = shared_embedder()
+    embedder.clear_cache()
+    seen: list[str] = []
+    forward = embedder._forward
+
+    def recording(texts: list[str], spans: Any) -> Any:
+        seen.extend(texts)
+        return forward(texts, spans)
+
+    monkeypatch.setattr(embedder, "_forward", recording)
+    return seen
+
+
+def test_a_pooled_cut_runs_no_minilm_forward_over_a_sentence_alone(
+    proxy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``pooled`` first pass reads its sentence cosines from the document pass: MiniLM runs
+    over the query and the whole documents only (every sentence here is inside MiniLM's window,
+    and the default ``sentinel`` sentence probe reads no MiniLM column), where the ``sentences``
+    pass encodes every scored sentence alone. Both read the Eiffel paragraph within the
+    budget."""
+    from dataclasses import replace
+
+    from ragattn.compress.cascade import DEFAULT_CASCADE
+
+    docs = _pool(60)
+    query = "When was the Eiffel Tower completed?"
+    whole = {f"{d.title or ''} {d.text}".strip() for d in docs}
+    alone: dict[str, list[str]] = {}
+    for dense in ("sentences", "pooled"):
+        compressor = Compressor(proxy, cascade=replace(DEFAULT_CASCADE, dense=dense))  # type: ignore[arg-type]
+        seen = _encoded_texts(monkeypatch)
+        result = compressor.compress(query, docs, ratio=0.1)
+        assert result.compressed_tokens <= 0.1 * result.origin_tokens
+        assert "1889" in result.compressed_text
+        assert whole <= set(seen)  # the document pass (the precut's ranking, the weighting)
+        alone[dense] = [t for t in seen if t not in whole and t != query]
+        monkeypatch.undo()
+    assert alone["pooled"] == []
+    assert len(set(alone["sentences"])) > 60  # the precut documents' sentences, one by one
 
 
 # A two-hop context: the film's paragraph names its director's; the director's birthplace shares
@@ -372,6 +428,11 @@ class _Bm25First:
         self.scored.append(len(units))
         return bm25_scores(query, [docs[u.doc].text[u.start : u.end] for u in units]), 0
 
+    def score_with_features(
+        self, query: str, docs: Any, units: Any, *, dense: Any = None
+    ) -> tuple[Any, None]:
+        return self.score(query, docs, units)[0], None
+
 
 def _pool(n_docs: int) -> list[Document]:
     """``n_docs`` distinct paragraphs of about 60 proxy tokens, one of them about the query."""
@@ -470,3 +531,26 @@ def test_the_precut_scores_the_named_then_the_closest_documents_only() -> None:
     assert kept is not None and set(units[i].doc for i in kept) == {1, 2}
     assert precut_units(query, docs, units, costs, precut=None, share=0.25) is None
     assert precut_units(query, docs, units, costs, precut=4.0, share=0.25) is None  # all of it
+
+
+def test_pooled_cosines_keep_the_document_cosines_and_encode_far_sentences_alone() -> None:
+    """The document pass's cosines are :func:`document_cosines`' bit for bit; a sentence past
+    MiniLM's window is scored as if encoded alone (``dense_scores``)."""
+    from ragattn.document_probe import document_and_unit_cosines, document_cosines
+    from ragattn.lexical import dense_scores
+    from ragattn.sentences import split_sentences
+
+    long_text = " ".join(f"Item {i} of the list is a red brick house." for i in range(60))
+    docs = [Document(text=long_text, title="Houses"), Document(text=DIRECTOR.text)]
+    units = _units(docs)
+    query = "Where was Walter Lang born?"
+    doc_cos, unit_cos = document_and_unit_cosines(query, docs, units)
+    np.testing.assert_array_equal(doc_cos, document_cosines(query, docs))
+    last = max(i for i, u in enumerate(units) if u.doc == 0)
+    u = units[last]
+    np.testing.assert_allclose(
+        unit_cos[last], dense_scores(query, [docs[0].text[u.start : u.end]])[0], atol=1e-6
+    )
+    born = next(i for i, u in enumerate(units) if "born" in docs[u.doc].text[u.start : u.end])
+    assert unit_cos[born] == max(unit_cos)
+    assert len(split_sentences(docs[1].text)) == sum(1 for u in units if u.doc == 1)
