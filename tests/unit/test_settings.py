@@ -84,7 +84,15 @@ def test_blank_values_keep_defaults() -> None:
         ),
         *(
             ({"RAGATTN_COMPRESS_CASCADE": bad}, "RAGATTN_COMPRESS_CASCADE must be default, off")
-            for bad in ("on", "0:lexical", "1.5", "0.8:bert", "0.8:", "0.8:lexical+both")
+            for bad in (
+                "on",
+                "0:lexical",
+                "1.5",
+                "0.8:bert",
+                "0.8:",
+                "0.8:lexical+both",
+                "0.8:lexical,dense=x",
+            )
         ),
     ],
 )
@@ -134,6 +142,7 @@ def test_every_field_is_settable_from_the_environment() -> None:
         "0.8:lexical+links",
         "0.8:lexical+links@1024,ceiling=2048,precut=2",
         "0.8:lexical,precut=2.5",
+        "0.8:lexical+links@1024,ceiling=2048,precut=4,dense=pooled",
     ],
 )
 def test_a_cascade_setting_is_accepted(value: str) -> None:
