@@ -7,8 +7,9 @@ Inputs, each a distinct question with candidates no other timed call read:
   the paragraphs of ``n / 10`` consecutive questions with the first one's question;
 - ``scifact-20``: SciFact test claims over their BM25 top-20 abstracts (about 350 tokens each).
 
-For each input every system runs once, in turn, with MiniLM's embedding LRU cleared before each call
-(cold, never a cache hit); the first input of each shape is an untimed warm-up. Systems:
+For each input every system runs once, in turn, with MiniLM's embedding LRU and the sentence
+splits' LRU cleared before each call (cold, never a cache hit); the first input of each shape is an
+untimed warm-up. Systems:
 
 - ``read:NAME``: ``Compressor(proxy, cascade=SPEC).rerank_and_compress(query, candidates, BUDGET)``
   for each ``--read NAME=SPEC`` (``default``: the library's default read);
@@ -47,6 +48,7 @@ from ragattn.lab.evaluation.datasets import fullwiki_paragraph_sets, load_scifac
 from ragattn.lab.timing import runtime_info, runtime_line
 from ragattn.proxy import load_proxy
 from ragattn.rerank import Reranker
+from ragattn.sentences import clear_split_cache
 from ragattn.types import Budget, Document
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -120,6 +122,7 @@ def main() -> None:
         call: Callable[..., Any], *args: object, **kwargs: object
     ) -> tuple[float, Any]:
         shared_embedder().clear_cache()
+        clear_split_cache()
         start = time.perf_counter()
         result = call(*args, **kwargs)
         return time.perf_counter() - start, result

@@ -81,3 +81,14 @@ def test_a_named_language_uses_its_rules() -> None:
 def test_an_unknown_language_is_refused_with_the_valid_ones() -> None:
     with pytest.raises(ValueError, match="unknown language 'xx'; valid: auto, am, ar"):
         split_sentences("Some text.", language="xx")
+
+
+def test_clear_split_cache_forgets_every_cached_split() -> None:
+    """Benchmarks of the cold path clear the splits' LRU: after it, no split is served from it."""
+    from ragattn.sentences import _split_cached, clear_split_cache, split_sentences
+
+    split_sentences("One sentence here. Another one there.")
+    assert _split_cached.cache_info().currsize > 0
+    clear_split_cache()
+    assert _split_cached.cache_info().currsize == 0
+    assert len(split_sentences("One sentence here. Another one there.")) == 2

@@ -165,11 +165,14 @@ class ContextSystems:
 
     @staticmethod
     def _cold() -> None:
-        """Forget the MiniLM vectors of earlier calls: the reranker, the lexical probe and the
-        document weighting embed the same texts, and each system is timed as if alone."""
+        """Forget the MiniLM vectors and the sentence splits of earlier calls: the reranker, the
+        lexical probe and the document weighting embed and split the same texts, and each system
+        is timed as if alone."""
         from ragattn.embed import shared_embedder
+        from ragattn.sentences import clear_split_cache
 
         shared_embedder().clear_cache()
+        clear_split_cache()
 
     def _warm_up(self, question: ContextQuestion) -> None:
         """One untimed call of each model, so that no system's first question pays for loading
