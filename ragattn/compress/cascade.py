@@ -235,7 +235,10 @@ class Cascade:
             ``"sentences"`` (each sentence encoded alone) or ``"pooled"`` (the mean of MiniLM's
             token states over the sentence in the whole-document pass the precut and the
             document scores read anyway: no MiniLM forward of the cut's own;
-            :func:`ragattn.document_probe.document_and_unit_cosines`).
+            :func:`ragattn.document_probe.document_and_unit_cosines`). ``pooled`` takes 25-31 %
+            off the one read but kept less evidence on its rule's choice cells (a sentence pooled
+            in its paragraph stands out less from it), so ``sentences`` is the default
+            (docs/research/performance.md, "Sentence cosines from the document pass").
     """
 
     min_tokens: int = 1024
