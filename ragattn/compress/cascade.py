@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -23,21 +23,8 @@ from ragattn.lexical import bm25_scores
 from ragattn.sentence_attention import Unit
 from ragattn.types import Budget, Document
 
-
-class FirstPass(Protocol):
-    """The ``lexical`` first pass (:class:`ragattn.compress.scorers.ProbeScorer`): keep scores
-    in [0, 1] for ``units``, with their MiniLM column from ``dense`` when given."""
-
-    def score_with_features(
-        self,
-        query: str,
-        documents: Sequence[Document],
-        units: Sequence[Unit],
-        *,
-        dense: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, Any]:
-        """Keep scores aligned with ``units``, and the features they came from."""
-        ...
+if TYPE_CHECKING:
+    from ragattn.compress.scorers import ProbeScorer
 
 
 CascadeScorer = Literal["bm25", "documents", "lexical"]
@@ -388,7 +375,7 @@ class Cascade:
         budget: Budget,
         *,
         tokenizer: Any,
-        lexical: Callable[[], FirstPass],
+        lexical: Callable[[], ProbeScorer],
     ) -> Cut | None:
         """What attention reads when this cascade cuts a call, or None when the whole context is
         read. Sizes are counted in ``tokenizer`` (the proxy's); ``lexical`` gives the ``lexical``
@@ -425,7 +412,7 @@ class Cascade:
         units: Sequence[Unit],
         costs: Sequence[int],
         share: float,
-        lexical: Callable[[], FirstPass],
+        lexical: Callable[[], ProbeScorer],
     ) -> np.ndarray:
         """The ``lexical`` probe's scores, over the sentences of the :attr:`precut` documents
         only when it applies (the others score -inf: never read, filled last); with
@@ -487,7 +474,6 @@ __all__ = [
     "CascadeScorer",
     "Cut",
     "DENSE",
-    "FirstPass",
     "keep_by_tokens",
     "keep_linked",
     "named_documents",

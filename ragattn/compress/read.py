@@ -41,7 +41,7 @@ from ragattn.compress.assembly import (
     entity_units,
     ranked_results,
 )
-from ragattn.compress.cascade import Cascade, Cut, FirstPass
+from ragattn.compress.cascade import Cascade, Cut
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.reading import Ranking, Read, best_sentence_ranking, reduced
 from ragattn.compress.scorers import ProbeScorer, UnitScorer
@@ -132,7 +132,7 @@ class ReadParts:
     method: str
     scorer: UnitScorer
     cascade: Cascade | None
-    lexical: Callable[[], FirstPass]
+    lexical: Callable[[], ProbeScorer]
     tokenizer: Callable[[], Any]
     document_probe: Callable[[], DocumentProbe | None]
     weighting: Callable[[], DocumentWeighting | None]
