@@ -218,9 +218,10 @@ def document_and_unit_cosines(
     spans: list[list[tuple[int, int]]] = [[] for _ in documents]
     slots: list[tuple[int, int]] = []
     for u in units:
-        shift = shifts[u.doc]
+        shift, size = shifts[u.doc], len(texts[u.doc])
         slots.append((u.doc, len(spans[u.doc])))
-        spans[u.doc].append((max(0, u.start + shift), max(0, u.end + shift)))
+        start = min(max(0, u.start + shift), size)  # blanks the strip removed fall outside
+        spans[u.doc].append((start, min(max(start, u.end + shift), size)))
     embedder = shared_embedder()
     q = embedder.encode([query])[0]
     vectors, pooled = embedder.encode_spans(texts, spans)

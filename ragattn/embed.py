@@ -253,9 +253,16 @@ class Embedder:
         Returns:
             ``[len(texts), dim]`` unit vectors, and per text a ``[len(spans[i]), dim]`` float32
             array (unit rows, or NaN rows).
+
+        Raises:
+            ValueError: not one list of spans per text, or a span outside its text.
         """
         if len(spans) != len(texts):
             raise ValueError("encode_spans needs one list of spans per text")
+        for text, pairs in zip(texts, spans, strict=True):
+            for a, b in pairs:
+                if not 0 <= a <= b <= len(text):
+                    raise ValueError(f"span ({a}, {b}) is not inside a text of {len(text)} chars")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32), []
         keys = [_key(t) for t in texts]

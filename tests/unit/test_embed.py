@@ -176,7 +176,7 @@ def test_a_span_past_the_window_is_left_to_the_caller() -> None:
     text = " ".join(f"Sentence {i} is about topic number {i}." for i in range(80))
     spans, at = [], 0
     for part in text.split(". "):
-        spans.append((at, at + len(part) + 1))
+        spans.append((at, min(at + len(part) + 1, len(text))))
         at += len(part) + 2
     vectors, pooled = embedder.encode_spans([text], [spans])
     missing = np.isnan(pooled[0][:, 0])
@@ -185,3 +185,6 @@ def test_a_span_past_the_window_is_left_to_the_caller() -> None:
     assert vectors.shape == (1, embedder.dim) and not np.isnan(vectors).any()
     with pytest.raises(ValueError):
         embedder.encode_spans([text], [])
+    for bad in ((-1, 4), (5, 4), (0, len(text) + 1)):
+        with pytest.raises(ValueError, match="is not inside"):
+            embedder.encode_spans([text], [[bad]])
