@@ -173,9 +173,9 @@ def shortlisted_scores(
     holding ``tokens`` proxy tokens (``costs``; :func:`keep_linked` with ``links``, else
     :func:`keep_by_tokens`) are encoded alone (:func:`ragattn.lexical.dense_scores`, the cosine
     today's cut reads). The probe then scores every unit again, the shortlisted with their own
-    cosine and the others with their pooled cosine mapped onto the same scale (the least-squares
-    line through the shortlisted units' two cosines), so the probe's per-call normalisation sees
-    a column like the one it was fitted on; the others follow every shortlisted unit in that
+    cosine and the others with their pooled cosine mapped onto the same scale
+    (:func:`pooled_on_alone_scale`), so the probe's per-call normalisation sees a column like the
+    one it was fitted on; the others follow every shortlisted unit in that
     order. A shortlist that holds every unit encodes them all: the scores are then exactly those
     of the probe over sentences encoded alone."""
     total = float(np.sum(costs))
@@ -204,15 +204,19 @@ def pooled_on_alone_scale(pooled: np.ndarray, short: np.ndarray, alone: np.ndarr
     """Every unit's cosine on the scale of a unit encoded alone: ``alone`` for the ``short``
     units, and for the others their ``pooled`` cosine through the least-squares line from the
     short units' pooled cosines to their ``alone`` ones (a shift by the mean gap where fewer than
-    two short units or no spread leave no slope). Cosines in [-1, 1]."""
+    two short units, no spread or no rising line leave no slope), never above the best ``alone``
+    cosine: a unit the shortlist left out is not taken for better than the best it kept. Cosines
+    in [-1, 1]."""
     p = np.asarray(pooled, dtype=np.float64)
     a = np.asarray(alone, dtype=np.float64)
     x = p[short]
+    slope, intercept = 1.0, float(np.mean(a - x)) if len(x) else 0.0
     if len(x) >= 2 and float(np.var(x)) > 1e-12:
-        slope, intercept = np.polyfit(x, a, 1)
-    else:
-        slope, intercept = 1.0, float(np.mean(a - x)) if len(x) else 0.0
-    out = np.clip(intercept + slope * p, -1.0, 1.0)
+        fitted = np.polyfit(x, a, 1)
+        if fitted[0] > 0:
+            slope, intercept = float(fitted[0]), float(fitted[1])
+    top = float(np.max(a)) if len(a) else 1.0
+    out = np.clip(intercept + slope * p, -1.0, min(1.0, top))
     out[short] = a
     return out
 

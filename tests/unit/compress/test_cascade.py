@@ -150,6 +150,19 @@ def test_a_cascade_parses_from_the_command_line_form() -> None:
             Cascade.parse(bad)
     with pytest.raises(InvalidInputError):
         Cascade(dense="tokens")  # type: ignore[arg-type]
+    short = Cascade.parse("0.8:lexical+links@1024,ceiling=2048,precut=4,shortlist=2")
+    assert short.shortlist == 2.0
+    assert short.name == "0.8:lexical+links@1024,ceiling=2048,precut=4,shortlist=2"
+    assert Cascade.parse(short.name) == short
+    for bad in (
+        "0.8:lexical,shortlist=0.5",
+        "0.8:lexical,shortlist=x",
+        "0.8:lexical,dense=pooled,shortlist=2",
+    ):
+        with pytest.raises(InvalidInputError):
+            Cascade.parse(bad)
+    with pytest.raises(InvalidInputError):
+        Cascade(shortlist=True)  # type: ignore[arg-type]
 
 
 def _encoded_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -196,6 +209,126 @@ def test_a_pooled_cut_runs_no_minilm_forward_over_a_sentence_alone(
         monkeypatch.undo()
     assert alone["pooled"] == []
     assert len(set(alone["sentences"])) > 60  # the precut documents' sentences, one by one
+
+
+def test_a_shortlisted_cut_encodes_alone_only_its_shortlist(
+    proxy: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a ``shortlist`` the first pass encodes alone only the sentences its pooled pass ranks
+    best, about ``shortlist`` times what attention reads (in proxy tokens), not every sentence of
+    the precut documents; the Eiffel paragraph is still read and kept."""
+    from dataclasses import replace
+
+    from ragattn.compress.cascade import DEFAULT_CASCADE
+
+    docs = _pool(60)
+    query = "When was the Eiffel Tower completed?"
+    whole = {f"{d.title or ''} {d.text}".strip() for d in docs}
+    alone: dict[str, set[str]] = {}
+    for name, cascade in (
+        ("sentences", DEFAULT_CASCADE),
+        ("shortlist", replace(DEFAULT_CASCADE, shortlist=2.0)),
+    ):
+        seen = _encoded_texts(monkeypatch)
+        result = Compressor(proxy, cascade=cascade).compress(query, docs, ratio=0.1)
+        assert result.compressed_tokens <= 0.1 * result.origin_tokens
+        assert "1889" in result.compressed_text
+        alone[name] = {t for t in seen if t not in whole and t != query}
+        monkeypatch.undo()
+    counts = {k: sum(len(proxy.tokenizer(t)["input_ids"]) for t in v) for k, v in alone.items()}
+    # attention reads about 1,024 proxy tokens here: the precut encodes about 4 times that,
+    # the shortlist about 2 times
+    assert 1024 <= counts["shortlist"] <= 2 * 1024 + 64
+    assert counts["sentences"] >= 3 * 1024
+    assert alone["shortlist"] < alone["sentences"]
+    assert any("Eiffel" in t for t in alone["shortlist"])
+
+
+class _FakeLexical:
+    """A ``lexical`` probe whose keep score of a unit is its MiniLM cosine (the ``dense`` column
+    given, or the cosine of the unit encoded alone), shifted by its z-score over the call, as
+    the real probe's per-call normalisation makes a score depend on the whole column."""
+
+    def __init__(self, alone: dict[str, float]) -> None:
+        self.alone = alone
+        self.calls: list[np.ndarray | None] = []
+
+    def score_with_features(
+        self, query: str, docs: Any, units: Any, *, dense: np.ndarray | None = None
+    ) -> tuple[np.ndarray, None]:
+        self.calls.append(dense)
+        if dense is None:
+            dense = np.asarray([self.alone[docs[u.doc].text[u.start : u.end]] for u in units])
+        z = (dense - dense.mean()) / (dense.std() or 1.0)
+        return np.asarray(dense + 0.01 * z), None
+
+
+def test_shortlisted_scores_rank_the_shortlist_first_and_equal_a_full_encoding_when_it_holds_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ragattn.compress import cascade as module
+
+    docs = [Document(text=f"Sentence {i} here.") for i in range(6)]
+    units = [Unit(i, 0, len(d.text)) for i, d in enumerate(docs)]
+    costs = np.full(6, 10)
+    # pooled cosines put units 1 and 4 first; alone, unit 4 is far better than unit 1
+    pooled = np.asarray([0.30, 0.80, 0.20, 0.35, 0.70, 0.10])
+    alone = {d.text: v for d, v in zip(docs, [0.10, 0.20, 0.05, 0.15, 0.60, 0.01], strict=True)}
+    encoded: list[str] = []
+
+    def dense_scores(query: str, texts: list[str]) -> np.ndarray:
+        encoded.extend(texts)
+        return np.asarray([alone[t] for t in texts])
+
+    monkeypatch.setattr(module, "dense_scores", dense_scores)
+    fake = _FakeLexical(alone)
+    scores = module.shortlisted_scores(
+        "q",
+        docs,
+        units,
+        costs,
+        pooled,
+        20.0,
+        fake,
+        links=False,  # type: ignore[arg-type]
+    )
+    assert sorted(encoded) == sorted([docs[1].text, docs[4].text])  # the shortlist, alone
+    assert scores[4] > scores[1] > max(scores[[0, 2, 3, 5]])  # the shortlist first, by its own
+    # cosines; the others after it, in their pooled order
+    assert np.argsort(-scores[[0, 2, 3, 5]]).tolist() == [2, 0, 1, 3]
+    # a shortlist that holds every unit is the probe over units encoded alone, exactly
+    everything = module.shortlisted_scores(
+        "q",
+        docs,
+        units,
+        costs,
+        pooled,
+        60.0,
+        fake,
+        links=False,  # type: ignore[arg-type]
+    )
+    direct = _FakeLexical(alone).score_with_features("q", docs, units)[0]
+    np.testing.assert_array_equal(everything, direct)
+
+
+def test_pooled_cosines_are_mapped_onto_the_scale_of_sentences_encoded_alone() -> None:
+    from ragattn.compress.cascade import pooled_on_alone_scale
+
+    pooled = np.asarray([0.5, 0.6, 0.7, 0.65, 0.4, 0.9])
+    short = np.asarray([0, 1, 2])
+    alone = 2.0 * pooled[short] - 0.8  # an exact line: the others follow it, up to the best kept
+    out = pooled_on_alone_scale(pooled, short, alone)
+    np.testing.assert_allclose(out, [0.2, 0.4, 0.6, 0.5, 0.0, 0.6], atol=1e-9)
+    # one shortlisted unit: a shift by its gap, never above the best kept cosine, at least -1
+    out = pooled_on_alone_scale(np.asarray([0.5, 0.9, -0.9]), np.asarray([0]), np.asarray([0.8]))
+    np.testing.assert_allclose(out, [0.8, 0.8, -0.6], atol=1e-9)
+    out = pooled_on_alone_scale(np.asarray([0.5, 0.9, -1.0]), np.asarray([0]), np.asarray([0.3]))
+    np.testing.assert_allclose(out, [0.3, 0.3, -1.0], atol=1e-9)
+    # a falling line is no scale: the mean gap instead
+    out = pooled_on_alone_scale(
+        np.asarray([0.8, 0.7, 0.5]), np.asarray([0, 1]), np.asarray([0.2, 0.6])
+    )
+    np.testing.assert_allclose(out, [0.2, 0.6, 0.15], atol=1e-9)
 
 
 # A two-hop context: the film's paragraph names its director's; the director's birthplace shares
