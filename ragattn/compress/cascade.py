@@ -413,8 +413,8 @@ class Cascade:
             max_read=max_read,
             ceiling=int(extra["ceiling"]) if "ceiling" in extra else None,
             precut=float(extra["precut"]) if "precut" in extra else None,
-            dense=dense,
-            shortlist=float(extra["shortlist"]) if "shortlist" in extra else None,  # type: ignore[arg-type]  # checked in __post_init__
+            dense=dense,  # type: ignore[arg-type]  # checked in __post_init__
+            shortlist=float(extra["shortlist"]) if "shortlist" in extra else None,
         )
 
     @property
@@ -513,7 +513,7 @@ class Cascade:
             doc_cos, unit_cos = document_and_unit_cosines(query, docs, units)
         sentences = precut_units(query, docs, units, costs, self.precut, share, doc_cos)
         pool = np.arange(len(units)) if sentences is None else sentences
-        scored = [units[i] for i in pool]
+        scored = [units[int(i)] for i in pool]
         scorer = lexical()
         if unit_cos is not None and self.shortlist is not None:
             pool_costs = np.asarray(costs, dtype=np.int64)[pool]
