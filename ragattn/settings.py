@@ -30,13 +30,12 @@ _DTYPES = ("auto", "float32", "bfloat16")
 _CASCADE = re.compile(
     r"default|off|(?:1(?:\.0*)?|0?\.\d*[1-9]\d*)(?::(?:bm25|documents|lexical)(?:\+links)?)?"
     r"(?:@[1-9]\d*)?(?:,ceiling=[1-9]\d{0,6})?(?:,precut=[1-9]\d{0,2}(?:\.\d{1,3})?)?"
-    r"(?:,dense=(?:sentences|pooled))?(?:,shortlist=[1-9]\d{0,2}(?:\.\d{1,3})?)?"
+    r"(?:,dense=(?:sentences|pooled))?"
 )
 """``RAGATTN_COMPRESS_CASCADE``: default, off, or
-KEEP[:SCORER[+links]][@CAP][,ceiling=N][,precut=P][,dense=D][,shortlist=S] with KEEP in (0, 1],
-CAP the most proxy tokens attention reads for a small budget, N for any budget, P the share of the
-read the lexical first cut embeds, D where its MiniLM cosines come from (``sentences`` or
-``pooled``) and S the share of the read it encodes alone after a pooled shortlist
+KEEP[:SCORER[+links]][@CAP][,ceiling=N][,precut=P][,dense=D] with KEEP in (0, 1], CAP the most
+proxy tokens attention reads for a small budget, N for any budget, P the share of the read the
+lexical first cut embeds, and D where its MiniLM cosines come from (``sentences`` or ``pooled``)
 (:class:`ragattn.compress.cascade.Cascade`)."""
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -415,8 +414,7 @@ def _validate_choices(s: Settings) -> None:
         raise ConfigError(
             f"{env('compress_cascade')} must be default, off or KEEP:SCORER with KEEP in (0, 1] "
             f"and SCORER one of bm25, documents, lexical, optionally +links, @CAP tokens, "
-            f",ceiling=N tokens, ,precut=P, ,dense=sentences|pooled and ,shortlist=S (e.g. "
-            f"0.8:lexical or "
+            f",ceiling=N tokens, ,precut=P and ,dense=sentences|pooled (e.g. 0.8:lexical or "
             f"0.8:lexical+links@1024,ceiling=2048,precut=2), "
             f"got {_shown(s.compress_cascade)}"
         )

@@ -19,7 +19,7 @@ import numpy as np
 from ragattn.compress.links import link_pattern
 from ragattn.document_probe import document_and_unit_cosines, document_cosines
 from ragattn.errors import InvalidInputError
-from ragattn.lexical import bm25_scores, dense_scores
+from ragattn.lexical import bm25_scores
 from ragattn.sentence_attention import Unit
 from ragattn.types import Budget, Document
 
@@ -154,73 +154,6 @@ def precut_units(
     return np.asarray([i for i, u in enumerate(units) if u.doc in chosen], dtype=np.int64)
 
 
-def shortlisted_scores(
-    query: str,
-    documents: Sequence[Document],
-    units: Sequence[Unit],
-    costs: np.ndarray,
-    pooled: np.ndarray,
-    tokens: float,
-    scorer: ProbeScorer,
-    *,
-    links: bool,
-) -> np.ndarray:
-    """The ``lexical`` probe's scores of ``units`` with only a shortlist encoded alone
-    (:attr:`Cascade.shortlist`): higher is better, every shortlisted unit above every other.
-
-    The probe scores every unit once with ``pooled`` (each unit's MiniLM cosine pooled from its
-    document's pass, :func:`ragattn.document_probe.document_and_unit_cosines`); the best of them
-    holding ``tokens`` proxy tokens (``costs``; :func:`keep_linked` with ``links``, else
-    :func:`keep_by_tokens`) are encoded alone (:func:`ragattn.lexical.dense_scores`, the cosine
-    today's cut reads). The probe then scores every unit again, the shortlisted with their own
-    cosine and the others with their pooled cosine mapped onto the same scale
-    (:func:`pooled_on_alone_scale`), so the probe's per-call normalisation sees a column like the
-    one it was fitted on; the others follow every shortlisted unit in that
-    order. A shortlist that holds every unit encodes them all: the scores are then exactly those
-    of the probe over sentences encoded alone."""
-    total = float(np.sum(costs))
-    if tokens >= total or len(units) < 2:
-        return np.asarray(scorer.score_with_features(query, documents, units)[0], dtype=np.float64)
-    rough = scorer.score_with_features(query, documents, units, dense=pooled)[0]
-    if links:
-        short = keep_linked(query, documents, units, rough, costs, tokens / total)
-    else:
-        short = keep_by_tokens(rough, costs, tokens / total)
-    alone = dense_scores(
-        query, [documents[units[i].doc].text[units[i].start : units[i].end] for i in short]
-    )
-    cosines = pooled_on_alone_scale(pooled, short, alone)
-    scores = np.asarray(
-        scorer.score_with_features(query, documents, units, dense=cosines)[0], dtype=np.float64
-    )
-    rest = np.setdiff1d(np.arange(len(units)), short)
-    if len(rest):
-        below = float(np.min(scores[short])) - 1.0  # probabilities: 1 apart is below them all
-        scores[rest] = below - (float(np.max(scores[rest])) - scores[rest])
-    return scores
-
-
-def pooled_on_alone_scale(pooled: np.ndarray, short: np.ndarray, alone: np.ndarray) -> np.ndarray:
-    """Every unit's cosine on the scale of a unit encoded alone: ``alone`` for the ``short``
-    units, and for the others their ``pooled`` cosine through the least-squares line from the
-    short units' pooled cosines to their ``alone`` ones (a shift by the mean gap where fewer than
-    two short units, no spread or no rising line leave no slope), never above the best ``alone``
-    cosine: a unit the shortlist left out is not taken for better than the best it kept. Cosines
-    in [-1, 1]."""
-    p = np.asarray(pooled, dtype=np.float64)
-    a = np.asarray(alone, dtype=np.float64)
-    x = p[short]
-    slope, intercept = 1.0, float(np.mean(a - x)) if len(x) else 0.0
-    if len(x) >= 2 and float(np.var(x)) > 1e-12:
-        fitted = np.polyfit(x, a, 1)
-        if fitted[0] > 0:
-            slope, intercept = float(fitted[0]), float(fitted[1])
-    top = float(np.max(a)) if len(a) else 1.0
-    out = np.clip(intercept + slope * p, -1.0, min(1.0, top))
-    out[short] = a
-    return out
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cut:
     """What a :class:`Cascade` lets attention read.
@@ -293,12 +226,6 @@ class Cascade:
             off the one read but kept less evidence on its rule's choice cells (a sentence pooled
             in its paragraph stands out less from it), so ``sentences`` is the default
             (docs/research/performance.md, "Sentence cosines from the document pass").
-        shortlist: with ``dense`` ``"sentences"``, the ``lexical`` first pass scores the
-            sentences it would score once with the pooled cosines of the document pass, and
-            encodes alone only the best of them, up to ``shortlist`` times the tokens attention
-            reads (the names' links first where :attr:`links`); what attention reads is chosen
-            among those (:func:`shortlisted_scores`). None: every scored sentence is encoded
-            alone. Where the shortlist holds every scored sentence the cut is the same.
     """
 
     min_tokens: int = 1024
@@ -310,7 +237,6 @@ class Cascade:
     ceiling: int | None = None
     precut: float | None = None
     dense: CascadeDense = "sentences"
-    shortlist: float | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.keep <= 1.0:
@@ -345,27 +271,13 @@ class Cascade:
             raise InvalidInputError(
                 f"cascade dense must be one of {', '.join(DENSE)}, got {self.dense!r}"
             )
-        if self.shortlist is not None:
-            if not (
-                isinstance(self.shortlist, int | float)
-                and not isinstance(self.shortlist, bool)
-                and 1.0 <= self.shortlist < float("inf")
-            ):
-                raise InvalidInputError(
-                    f"cascade shortlist must be a number >= 1, got {self.shortlist!r}"
-                )
-            if self.dense != "sentences":
-                raise InvalidInputError(
-                    "cascade shortlist encodes the shortlisted sentences alone; it does not go "
-                    "with dense=pooled"
-                )
 
     @classmethod
     def parse(cls, spec: str, *, min_tokens: int = 1024, min_room: float = 2.0) -> Cascade:
         """A cascade from ``"KEEP:SCORER"`` (e.g. ``"0.8:lexical"``; the scorer defaults to
         ``lexical``; a ``+links`` suffix, ``"0.8:lexical+links"``, sets :attr:`links`; a
         ``@N`` suffix, ``"0.8:lexical+links@768"``, sets :attr:`max_read`; then optionally
-        ``,ceiling=N``, ``,precut=P``, ``,dense=pooled`` and ``,shortlist=S``:
+        ``,ceiling=N``, ``,precut=P`` and ``,dense=pooled``:
         ``"0.8:lexical+links@1024,ceiling=2048,precut=4"``), as the command line gives it.
 
         Raises:
@@ -377,10 +289,10 @@ class Cascade:
         dense = "sentences"
         for option in options:
             key, eq, value = option.partition("=")
-            if not eq or key not in ("ceiling", "precut", "dense", "shortlist"):
+            if not eq or key not in ("ceiling", "precut", "dense"):
                 raise InvalidInputError(
-                    f"cascade option {option!r}: the options are ceiling=N, precut=P, "
-                    "dense=sentences|pooled and shortlist=S"
+                    f"cascade option {option!r}: the options are ceiling=N, precut=P and "
+                    "dense=sentences|pooled"
                 )
             if key == "dense":
                 dense = value
@@ -414,7 +326,6 @@ class Cascade:
             ceiling=int(extra["ceiling"]) if "ceiling" in extra else None,
             precut=float(extra["precut"]) if "precut" in extra else None,
             dense=dense,  # type: ignore[arg-type]  # checked in __post_init__
-            shortlist=float(extra["shortlist"]) if "shortlist" in extra else None,
         )
 
     @property
@@ -425,9 +336,8 @@ class Cascade:
         ceiling = f",ceiling={self.ceiling}" if self.ceiling is not None else ""
         precut = f",precut={self.precut:g}" if self.precut is not None else ""
         dense = f",dense={self.dense}" if self.dense != "sentences" else ""
-        short = f",shortlist={self.shortlist:g}" if self.shortlist is not None else ""
         links = "+links" if self.links else ""
-        return f"{self.keep:g}:{self.scorer}{links}{cap}{ceiling}{precut}{dense}{short}"
+        return f"{self.keep:g}:{self.scorer}{links}{cap}{ceiling}{precut}{dense}"
 
     def read_share(self, context_tokens: int, budget_tokens: int | None) -> float | None:
         """The share of a context of ``context_tokens`` (proxy tokens) that attention reads
@@ -506,26 +416,21 @@ class Cascade:
     ) -> np.ndarray:
         """The ``lexical`` probe's scores, over the sentences of the :attr:`precut` documents
         only when it applies (the others score -inf: never read, filled last); with
-        :attr:`dense` ``"pooled"`` its MiniLM column comes from the document pass, with a
-        :attr:`shortlist` only the shortlisted sentences are encoded alone."""
+        :attr:`dense` ``"pooled"`` its MiniLM column comes from the document pass."""
         doc_cos = unit_cos = None
-        if self.dense == "pooled" or self.shortlist is not None:
+        if self.dense == "pooled":
             doc_cos, unit_cos = document_and_unit_cosines(query, docs, units)
         sentences = precut_units(query, docs, units, costs, self.precut, share, doc_cos)
-        pool = np.arange(len(units)) if sentences is None else sentences
-        scored = [units[int(i)] for i in pool]
-        scorer = lexical()
-        if unit_cos is not None and self.shortlist is not None:
-            pool_costs = np.asarray(costs, dtype=np.int64)[pool]
-            tokens = self.shortlist * share * float(sum(costs))
-            scores = shortlisted_scores(
-                query, docs, scored, pool_costs, unit_cos[pool], tokens, scorer, links=self.links
-            )
-        else:
-            dense = unit_cos[pool] if unit_cos is not None else None
-            scores = scorer.score_with_features(query, docs, scored, dense=dense)[0]
+        if sentences is None:
+            scores = lexical().score_with_features(query, docs, units, dense=unit_cos)[0]
+            return np.asarray(scores, dtype=np.float64)
         first = np.full(len(units), -np.inf)
-        first[pool] = scores
+        first[sentences] = lexical().score_with_features(
+            query,
+            docs,
+            [units[i] for i in sentences],
+            dense=unit_cos[sentences] if unit_cos is not None else None,
+        )[0]
         return first
 
     def applies(self, context_tokens: int, budget_tokens: int | None) -> bool:

@@ -143,7 +143,6 @@ def test_every_field_is_settable_from_the_environment() -> None:
         "0.8:lexical+links@1024,ceiling=2048,precut=2",
         "0.8:lexical,precut=2.5",
         "0.8:lexical+links@1024,ceiling=2048,precut=4,dense=pooled",
-        "0.8:lexical+links@1024,ceiling=2048,precut=4,shortlist=2",
     ],
 )
 def test_a_cascade_setting_is_accepted(value: str) -> None:
