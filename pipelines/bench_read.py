@@ -28,6 +28,7 @@ tokens (proxy tokens, no special tokens).
     python pipelines/bench_read.py --read old=0.8:lexical+links@1024 --read default
     python pipelines/bench_read.py --shape 20x128 --queries 2        # a smoke run
     python pipelines/bench_read.py --embed-dtype float32 --embed-dtype auto   # MiniLM in bf16 too
+    python pipelines/bench_read.py --embed-short-batch 128 --embed-short-batch 512   # two widths
 """
 
 from __future__ import annotations
@@ -101,11 +102,31 @@ def main() -> None:
         choices=("float32", "auto", "bfloat16"),
         help="MiniLM's weights (repeat to time each, alternating input by input; default float32)",
     )
+    parser.add_argument(
+        "--embed-short-batch",
+        action="append",
+        type=int,
+        help="MiniLM's tokens a forward for short texts (Embedder.short_batch_tokens; repeat to "
+        "time each, alternating input by input; default the embedder's)",
+    )
     parser.add_argument("--data-dir", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, help="also write the medians as JSON")
     args = parser.parse_args()
     proxy = load_proxy("smollm2-135m", threads=args.threads)
     dtypes = args.embed_dtype or ["float32"]
+    widths: list[int | None] = list(args.embed_short_batch or [None])
+    variants = [(dtype, width) for dtype in dtypes for width in widths]
+
+    def use(variant: tuple[str, int | None]) -> str:
+        """Switch MiniLM to ``variant`` (dtype, short batch); its tag in the table's names."""
+        dtype, width = variant
+        use_embed_dtype(dtype)
+        if width is not None:
+            shared_embedder().short_batch_tokens = width
+        parts = [f"MiniLM {dtype}"] if len(dtypes) > 1 else []
+        parts += [f"short batch {width}"] if len(widths) > 1 else []
+        return f" ({', '.join(parts)})" if parts else ""
+
     for dtype in dtypes:
         use_embed_dtype(dtype)
         print(runtime_line(runtime_info(proxy)))
@@ -134,8 +155,8 @@ def main() -> None:
     table: dict[str, dict[str, float]] = {}
     for shape in args.shape or list(SHAPES):
         warm, *timed_inputs = inputs_of(shape, args.data_dir, args.queries + 1)
-        for dtype in dtypes:
-            use_embed_dtype(dtype)
+        for variant in variants:
+            use(variant)
             for compressor in compressors.values():
                 compressor.rerank_and_compress(warm[0], warm[1], budget=budget)
             two_pass_call(*warm)
@@ -151,9 +172,8 @@ def main() -> None:
                     ]
                 )
             )
-            for dtype in dtypes:
-                use_embed_dtype(dtype)
-                tag = f" (MiniLM {dtype})" if len(dtypes) > 1 else ""
+            for variant in variants:
+                tag = use(variant)
                 for name, compressor in compressors.items():
                     read = partial(compressor.rerank_and_compress, budget=budget)
                     took, (_, compressed) = timed_result(read, query, docs)
@@ -186,7 +206,7 @@ def budget_of(ratio: float, max_tokens: int | None) -> Budget:
 
 def print_shape(shape: str, medians: dict[str, float], n: int) -> None:
     """One shape's table; each system's ratios are to the two-pass flow and MiniLM's rerank run
-    with the same MiniLM dtype (its name's ``(MiniLM ...)`` tag)."""
+    with the same MiniLM variant (its name's ``(MiniLM ..., short batch ...)`` tag)."""
     per_k = medians["candidate_tokens"] / 1000
     print(
         f"\n{shape}: medians of {n} inputs, {medians['candidate_tokens']:.0f} candidate tokens\n"
@@ -196,7 +216,7 @@ def print_shape(shape: str, medians: dict[str, float], n: int) -> None:
     for name, value in medians.items():
         if name == "candidate_tokens":
             continue
-        tag = name[name.index(" (MiniLM") :] if " (MiniLM" in name else ""
+        tag = name[name.index(" (") :] if " (" in name else ""
         two, rerank = medians[f"two-pass{tag}"], medians[f"minilm-rerank{tag}"]
         print(
             f"| {name} | {value:.2f} | {value / two:.2f}x | {value / rerank:.2f}x | "

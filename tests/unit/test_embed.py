@@ -88,6 +88,29 @@ def test_a_vector_does_not_depend_on_its_batch_or_its_bucket_mates() -> None:
     np.testing.assert_allclose(exact.encode(texts), alone, atol=1e-6)
 
 
+def test_short_texts_take_their_own_width_and_keep_their_vectors() -> None:
+    """``short_batch_tokens`` widens the forwards of buckets up to ``SHORT_BUCKET`` tokens only;
+    a vector is still the same bytes alone and in a batch, and the same as at the narrow width to
+    float32 rounding (what the read's evidence depends on)."""
+    from ragattn.embed import SHORT_BUCKET
+
+    narrow = Embedder(cache_size=0)
+    wide = Embedder(cache_size=0, short_batch_tokens=512)
+    assert [wide.width(b) for b in (8, 32, 64, 72, 128, 256)] == [16, 16, 8, 1, 1, 1]
+    assert [narrow.width(b) for b in (8, 32, 64, 72, 128, 256)] == [16, 4, 2, 1, 1, 1]
+    assert SHORT_BUCKET == 64
+    texts = [f"Sentence number {i} is about the rivers of Europe." for i in range(23)] + [
+        " ".join(["The Eiffel Tower was completed in 1889 for the World's Fair."] * 6),
+        "Oslo.",
+    ]
+    together = wide.encode(texts)
+    alone = np.stack([wide.encode([t])[0] for t in texts])
+    np.testing.assert_array_equal(together, alone)
+    np.testing.assert_allclose(together, narrow.encode(texts), atol=1e-6)
+    with pytest.raises(ValueError):
+        Embedder(short_batch_tokens=0)
+
+
 def test_bf16_weights_give_unit_float32_vectors_close_to_fp32_ones() -> None:
     # bf16 weights move a cosine in the third decimal, never the vectors' dtype or norm, and a
     # text's vector still does not depend on its batch.
