@@ -17,8 +17,9 @@ untimed warm-up. Systems:
   best five at ratio 0.5 (the pipeline's ``flow="two_pass"``);
 - ``minilm-rerank``: ``Reranker()`` over every candidate, nothing else (what the read replaces).
 
-Each read's stages (``CompressionResult.stage_seconds``: sentences, cut, forward, ...) are printed
-as medians under its shape's table, to show where its seconds go.
+Each read's stages (``CompressionResult.stage_seconds``: sentences, candidates, cut, forward, ...)
+are printed as medians under its shape's table, to show where its seconds go: ``candidates`` is
+MiniLM's pass over every candidate, to set beside ``minilm-rerank``.
 
 Medians over the inputs are printed as a Markdown table with the CPU capability and threads:
 seconds, the ratio to the two-pass flow and to MiniLM's rerank, and seconds per 1,000 candidate

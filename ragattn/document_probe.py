@@ -197,6 +197,22 @@ def document_cosines(query: str, documents: Sequence[Document]) -> np.ndarray:
     return np.asarray(dense_scores(query, texts), dtype=np.float64)
 
 
+@dataclass(frozen=True, slots=True)
+class CandidateCosines:
+    """MiniLM's cosines to the query (in [-1, 1]) from its one pass over every candidate
+    document, handed from the read's ``candidates`` stage to the stages that read them.
+
+    Attributes:
+        documents: one per document, by input position (:func:`document_cosines`: title and
+            text).
+        units: one per sentence of the call, pooled from the same pass
+            (:func:`document_and_unit_cosines`), where a reader needs them; else None.
+    """
+
+    documents: np.ndarray
+    units: np.ndarray | None = None
+
+
 def document_and_unit_cosines(
     query: str, documents: Sequence[Document], units: Sequence[Unit]
 ) -> tuple[np.ndarray, np.ndarray]:

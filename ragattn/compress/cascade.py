@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ragattn.compress.links import link_pattern
-from ragattn.document_probe import document_and_unit_cosines, document_cosines
+from ragattn.document_probe import CandidateCosines, document_and_unit_cosines, document_cosines
 from ragattn.errors import InvalidInputError
 from ragattn.lexical import bm25_scores
 from ragattn.sentence_attention import Unit
@@ -33,11 +33,17 @@ CascadeDense = Literal["sentences", "pooled"]
 DENSE: tuple[CascadeDense, ...] = ("sentences", "pooled")
 
 
-def unit_cosines(query: str, documents: Sequence[Document], units: Sequence[Unit]) -> np.ndarray:
+def unit_cosines(
+    query: str,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    cosines: np.ndarray | None = None,
+) -> np.ndarray:
     """Each unit's document's MiniLM cosine to the query (title and text, in [-1, 1]): the very
-    cosine the document probe reads (:func:`ragattn.document_probe.document_cosines`), so the
-    encoder's cache serves it once for both."""
-    cosines = document_cosines(query, documents)
+    cosine the document probe reads (:func:`ragattn.document_probe.document_cosines`, or
+    ``cosines``, one per document, when the caller has them)."""
+    if cosines is None:
+        cosines = document_cosines(query, documents)
     return np.asarray([cosines[u.doc] for u in units], dtype=np.float64)
 
 
@@ -376,10 +382,12 @@ class Cascade:
         *,
         tokenizer: Any,
         lexical: Callable[[], ProbeScorer],
+        cosines: CandidateCosines | None = None,
     ) -> Cut | None:
         """What attention reads when this cascade cuts a call, or None when the whole context is
         read. Sizes are counted in ``tokenizer`` (the proxy's); ``lexical`` gives the ``lexical``
-        probe's scorer (loaded on first use)."""
+        probe's scorer (loaded on first use); ``cosines``, MiniLM's pass over the documents
+        where the read has run it (its ``candidates`` stage), else the cut runs what it needs."""
         if len(units) < 2:
             return None
         if self.scorer == "documents" and len({u.doc for u in units}) < 2:
@@ -394,9 +402,9 @@ class Cascade:
         if self.scorer == "bm25":
             first = bm25_scores(query, texts)
         elif self.scorer == "documents":
-            first = unit_cosines(query, docs, units)
+            first = unit_cosines(query, docs, units, cosines.documents if cosines else None)
         else:
-            first = self._lexical_first(query, docs, units, costs, share, lexical)
+            first = self._lexical_first(query, docs, units, costs, share, lexical, cosines)
         if self.links:
             read = keep_linked(query, docs, units, first, costs, share)
         else:
@@ -413,12 +421,14 @@ class Cascade:
         costs: Sequence[int],
         share: float,
         lexical: Callable[[], ProbeScorer],
+        cosines: CandidateCosines | None = None,
     ) -> np.ndarray:
         """The ``lexical`` probe's scores, over the sentences of the :attr:`precut` documents
         only when it applies (the others score -inf: never read, filled last); with
         :attr:`dense` ``"pooled"`` its MiniLM column comes from the document pass."""
-        doc_cos = unit_cos = None
-        if self.dense == "pooled":
+        doc_cos = cosines.documents if cosines is not None else None
+        unit_cos = cosines.units if cosines is not None and self.dense == "pooled" else None
+        if self.dense == "pooled" and unit_cos is None:
             doc_cos, unit_cos = document_and_unit_cosines(query, docs, units)
         sentences = precut_units(query, docs, units, costs, self.precut, share, doc_cos)
         if sentences is None:

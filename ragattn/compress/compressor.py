@@ -264,7 +264,7 @@ class Compressor(
         """The keep scores :meth:`compress` selects ``units`` by under ``budget``: in [0, 1],
         document-aware when a weighting applies, 0 for a sentence the cascade dropped; with the
         number of proxy chunks read and the notes the result's warnings carry (what the cascade
-        cut). The read's stages from ``cut`` to ``weighting``
+        cut). The read's stages from ``candidates`` to ``weighting``
         (:meth:`~ragattn.compress.read.ContextRead.keep_scores`)."""
         read = self._context_read().keep_scores(query, docs, units, budget)
         return read.scores, read.chunks, read.notes

@@ -5,18 +5,24 @@ Both verbs of the :class:`~ragattn.compress.Compressor` (``compress`` and
 
 1. ``sentences``: the documents split into sentences (:func:`sentence_units`, by the call's
    ``language``), the units every later stage scores;
-2. ``cut``: the cascade's first pass picks what attention reads (:mod:`ragattn.compress.cascade`;
-   the whole context when it does not cut);
-3. ``forward``: the proxy forward over what the cut kept and the sentence probe's keep scores
+2. ``candidates``: MiniLM's one pass over every candidate document
+   (:class:`~ragattn.document_probe.CandidateCosines`), where the document probe reads it: the
+   same pass a MiniLM rerank of the candidates runs, and the only work of the read that grows
+   with every candidate; the cut ranks documents by it and the document scores read it again
+   (nothing to do for one document or a method without the document probe);
+3. ``cut``: the cascade's first pass picks what attention reads (:mod:`ragattn.compress.cascade`;
+   the whole context when it does not cut): its sentence pass covers the documents it ranks best
+   only, at most its ``precut`` times what attention reads;
+4. ``forward``: the proxy forward over what the cut kept and the sentence probe's keep scores
    (a method that reads no attention scores its sentences here without one);
-4. ``documents``: the document probe's scores of the documents read, from the forward's features
+5. ``documents``: the document probe's scores of the documents read, from the forward's features
    (:mod:`ragattn.document_probe`; nothing to do where no weighting or ranking reads them);
-5. ``weighting``: each sentence's keep score weighs its document's score (the document-aware
+6. ``weighting``: each sentence's keep score weighs its document's score (the document-aware
    selection, :mod:`ragattn.compress.selection`; with a ``first_stage_order``, that score blended
    with the order's rank prior), and the sentences the cut dropped get theirs;
-6. ``ranking`` (``rerank_and_compress`` only): the documents ranked from the same forward, the
+7. ``ranking`` (``rerank_and_compress`` only): the documents ranked from the same forward, the
    best ``top_n`` kept in rank order;
-7. ``assembly``: the sentences the budget keeps joined into the result
+8. ``assembly``: the sentences the budget keeps joined into the result
    (:mod:`ragattn.compress.assembly`).
 
 Each stage's wall-clock seconds (:func:`time.perf_counter`) go with the result, in this order, as
@@ -48,7 +54,9 @@ from ragattn.compress.scorers import ProbeScorer, UnitScorer
 from ragattn.compress.selection import DocumentWeighting, with_rank_prior
 from ragattn.contract import VerbArgs
 from ragattn.document_probe import (
+    CandidateCosines,
     DocumentProbe,
+    document_and_unit_cosines,
     document_cosines,
     score_documents,
     zscore_columns,
@@ -58,9 +66,12 @@ from ragattn.lexical import sigmoid
 from ragattn.sentences import AUTO, split_sentences
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds
 
-Stage = Literal["sentences", "cut", "forward", "documents", "weighting", "ranking", "assembly"]
+Stage = Literal[
+    "sentences", "candidates", "cut", "forward", "documents", "weighting", "ranking", "assembly"
+]
 STAGES: tuple[Stage, ...] = (
     "sentences",
+    "candidates",
     "cut",
     "forward",
     "documents",
@@ -151,6 +162,8 @@ class Reading:
         read_docs, read_units: what attention reads (each document with its read sentences
             only; the call's own documents and sentences without a cut).
         doc_map: each read document's position in ``docs``.
+        cosines: the ``candidates`` stage's MiniLM cosines of every document of ``docs``, or
+            None where it ran no pass (a stage that needs them then runs it).
     """
 
     docs: Sequence[Document]
@@ -159,6 +172,7 @@ class Reading:
     read_docs: list[Document]
     read_units: list[Unit]
     doc_map: list[int]
+    cosines: CandidateCosines | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -230,8 +244,10 @@ class ContextRead:
         prior = None if order is None else rank_prior(order)
         with clock.stage("sentences"):
             units = sentence_units(documents, args.language)
+        with clock.stage("candidates"):
+            cosines = self.candidates(query, documents, units, rank=rank)
         with clock.stage("cut"):
-            reading = self.cut(query, documents, units, budget)
+            reading = self.cut(query, documents, units, budget, cosines)
         with clock.stage("forward"):
             forward = self.forward(query, reading, rank=rank)
         with clock.stage("documents"):
@@ -255,20 +271,50 @@ class ContextRead:
     def keep_scores(
         self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
     ) -> Read:
-        """The sentences' keep scores for ``units`` under ``budget`` (the stages from ``cut`` to
-        ``weighting``, untimed): in [0, 1], 0 for a sentence the cascade dropped."""
-        reading = self.cut(query, docs, units, budget)
+        """The sentences' keep scores for ``units`` under ``budget`` (the stages from
+        ``candidates`` to ``weighting``, untimed): in [0, 1], 0 for a sentence the cascade
+        dropped."""
+        cosines = self.candidates(query, docs, units, rank=False)
+        reading = self.cut(query, docs, units, budget, cosines)
         forward = self.forward(query, reading, rank=False)
         document_scores = self.document_scores(query, reading, forward)
         return self.weighting(query, reading, forward, document_scores)
 
     # -- the stages ------------------------------------------------------------------------
 
+    def candidates(
+        self, query: str, docs: Sequence[Document], units: Sequence[Unit], *, rank: bool
+    ) -> CandidateCosines | None:
+        """``candidates``: MiniLM's cosine of every document to the query (title and text; with
+        each sentence's pooled from the same pass where the cascade reads them, ``dense``
+        ``"pooled"``), where the document probe reads them: ``rank``, or a weighting fitted with
+        MiniLM over several documents. None where nothing reads them; a cut that ranks documents
+        then runs the pass itself."""
+        parts = self.parts
+        if not units or not isinstance(parts.scorer, ProbeScorer):
+            return None
+        if parts.document_probe() is None:
+            return None
+        if not rank:
+            weighting = parts.weighting() if len(docs) > 1 else None
+            if weighting is None or not weighting.reads_minilm:
+                return None
+        cascade = parts.cascade
+        if cascade is not None and cascade.scorer == "lexical" and cascade.dense == "pooled":
+            documents, sentences = document_and_unit_cosines(query, docs, units)
+            return CandidateCosines(documents=documents, units=sentences)
+        return CandidateCosines(documents=document_cosines(query, docs))
+
     def cut(
-        self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        budget: Budget,
+        cosines: CandidateCosines | None = None,
     ) -> Reading:
         """``cut``: what attention reads, the cascade's cut of a long context (counted in the
-        proxy's tokens) or the whole context."""
+        proxy's tokens) or the whole context; ``cosines``, the ``candidates`` stage's."""
         cascade = self.parts.cascade
         cut = None
         if cascade is not None:
@@ -279,6 +325,7 @@ class ContextRead:
                 budget,
                 tokenizer=self.parts.tokenizer(),
                 lexical=self.parts.lexical,
+                cosines=cosines,
             )
         if cut is None:
             return Reading(
@@ -288,6 +335,7 @@ class ContextRead:
                 read_docs=list(docs),
                 read_units=list(units),
                 doc_map=list(range(len(docs))),
+                cosines=cosines,
             )
         read_docs, read_units = reduced(docs, units, cut.read)
         doc_map = sorted({units[i].doc for i in cut.read})
@@ -298,6 +346,7 @@ class ContextRead:
             read_docs=read_docs,
             read_units=read_units,
             doc_map=doc_map,
+            cosines=cosines,
         )
 
     def forward(self, query: str, reading: Reading, *, rank: bool) -> Forward:
@@ -327,9 +376,7 @@ class ContextRead:
             return None
         weighting = self._weighting(reading)
         minilm = weighting.reads_minilm if weighting else True
-        cosines = None
-        if reading.cut is not None and minilm:
-            cosines = document_cosines(query, reading.docs)[reading.doc_map]
+        cosines = self._document_cosines(query, reading)[reading.doc_map] if minilm else None
         raw = self._probe_scores(probe, query, reading, features, minilm=minilm, cosines=cosines)
         return DocumentScores(raw=raw, minilm=minilm)
 
@@ -421,7 +468,7 @@ class ContextRead:
             correction[reading.doc_map] = self._probe_scores(
                 probe, query, reading, forward.features, minilm=False
             )
-            base = zscore_columns(document_cosines(query, docs)[:, None])[:, 0]
+            base = zscore_columns(self._document_cosines(query, reading)[:, None])[:, 0]
             raw = probe.minilm_weight * base + correction
         return Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
 
@@ -451,6 +498,13 @@ class ContextRead:
         )
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _document_cosines(self, query: str, reading: Reading) -> np.ndarray:
+        """Every document's MiniLM cosine to the query, by input position: the ``candidates``
+        stage's, or (where it ran none) one pass now."""
+        if reading.cosines is not None:
+            return reading.cosines.documents
+        return document_cosines(query, reading.docs)
 
     def _weighting(self, reading: Reading) -> DocumentWeighting | None:
         """The weighting that applies to what attention reads: only with several documents."""

@@ -71,6 +71,7 @@ def _plain(result: Any) -> dict[str, Any]:
 def test_the_stages_are_one_ordered_vocabulary() -> None:
     assert STAGES == (
         "sentences",
+        "candidates",
         "cut",
         "forward",
         "documents",
@@ -171,3 +172,73 @@ def test_stage_seconds_go_into_to_dict_and_out_of_equality(default: Compressor) 
     assert [name for name, _ in out.to_dict()["stage_seconds"]] == list(COMPRESS_STAGES)
     bare = dataclasses.replace(out, stage_seconds=())
     assert bare == out and bare.stage_seconds == ()
+
+
+def _pool(n_docs: int) -> list[Document]:
+    """``n_docs`` distinct paragraphs of about 60 proxy tokens, one of them about the query."""
+    docs = [
+        Document(
+            text=" ".join(
+                f"Town {d} has a market on day {k} where traders sell item {d * 7 + k}."
+                for k in range(4)
+            ),
+            title=f"Town {d}",
+        )
+        for d in range(n_docs)
+    ]
+    docs[n_docs // 2] = Document(
+        text="The Eiffel Tower was designed by Maurice Koechlin. It was completed in 1889.",
+        title="Eiffel Tower",
+    )
+    return docs
+
+
+@pytest.mark.parametrize("rank", [False, True])
+def test_minilm_reads_every_candidate_once_in_the_candidates_stage(
+    default: Compressor, monkeypatch: pytest.MonkeyPatch, rank: bool
+) -> None:
+    """The one pass over every candidate is the ``candidates`` stage's, and the cut (its precut
+    ranks the 120 documents by it), the document scores and the ranking read it from there: with
+    MiniLM's LRU off, each document is encoded exactly once in the read, as a MiniLM rerank of
+    the same candidates encodes it. The sentences the cut scores are not every candidate's."""
+    from ragattn.embed import shared_embedder
+
+    embedder = shared_embedder()
+    monkeypatch.setattr(embedder, "cache_size", 0)
+    docs = _pool(120)
+    whole = [f"{d.title or ''} {d.text}".strip() for d in docs]
+    seen: list[str] = []
+    stage_of: list[str] = []
+    forward = embedder._forward
+    current = {"stage": ""}
+
+    def recording(texts: list[str], spans: Any) -> Any:
+        seen.extend(texts)
+        stage_of.extend([current["stage"]] * len(texts))
+        return forward(texts, spans)
+
+    monkeypatch.setattr(embedder, "_forward", recording)
+    parts = default._context_read().parts
+
+    class Clock(StageClock):
+        def stage(self, name: Any) -> Any:  # type: ignore[override]
+            current["stage"] = name
+            return super().stage(name)
+
+    read = ContextRead(parts)
+    monkeypatch.setattr("ragattn.compress.read.StageClock", Clock)
+    ranked, out = read.run(
+        QUERY, docs, _args("rerank_compress" if rank else "compress", ratio=0.05), rank=rank
+    )
+    assert any("the cascade" in w for w in out.warnings)  # the precut path ran
+    assert "1889" in out.compressed_text
+    counts = {t: seen.count(t) for t in whole}
+    assert set(counts.values()) == {1}
+    assert {stage_of[i] for i, t in enumerate(seen) if t in counts} == {"candidates"}
+    sentences = [t for t in seen if t not in counts and t != QUERY]
+    assert 0 < len(sentences) < sum(len(d.text.split(". ")) for d in docs)
+    assert {stage_of[seen.index(t)] for t in sentences} == {"cut"}
+    seconds = dict(out.stage_seconds)
+    assert seconds["candidates"] > 0.0
+    if rank:
+        assert ranked is not None and ranked[0].index == 60
