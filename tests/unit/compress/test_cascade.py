@@ -3,6 +3,7 @@ sentences it lets through are scored exactly as if the caller had sent only thos
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -170,7 +171,7 @@ def _encoded_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def test_a_pooled_cut_runs_no_minilm_forward_over_a_sentence_alone(
-    proxy: Any, monkeypatch: pytest.MonkeyPatch
+    proxy: Any, monkeypatch: pytest.MonkeyPatch, pool: Callable[..., list[Document]]
 ) -> None:
     """The ``pooled`` first pass reads its sentence cosines from the document pass: MiniLM runs
     over the query and the whole documents only (every sentence here is inside MiniLM's window,
@@ -181,7 +182,7 @@ def test_a_pooled_cut_runs_no_minilm_forward_over_a_sentence_alone(
 
     from ragattn.compress.cascade import DEFAULT_CASCADE
 
-    docs = _pool(60)
+    docs = pool(60)
     query = "When was the Eiffel Tower completed?"
     whole = {f"{d.title or ''} {d.text}".strip() for d in docs}
     alone: dict[str, list[str]] = {}
@@ -434,27 +435,10 @@ class _Bm25First:
         return self.score(query, docs, units)[0], None
 
 
-def _pool(n_docs: int) -> list[Document]:
-    """``n_docs`` distinct paragraphs of about 60 proxy tokens, one of them about the query."""
-    docs = [
-        Document(
-            text=" ".join(
-                f"Town {d} has a market on day {k} where traders sell item {d * 7 + k}."
-                for k in range(4)
-            )
-        )
-        for d in range(n_docs)
-    ]
-    docs[n_docs // 2] = Document(
-        text="The Eiffel Tower was completed in 1889. It stands in Paris. " * 2
-    )
-    return docs
-
-
 @pytest.mark.parametrize("n_docs", [20, 60, 120])
 @pytest.mark.parametrize("ratio", [0.1, 0.5, 0.9])
 def test_the_ceiling_bounds_what_attention_reads_for_every_budget(
-    proxy: Any, n_docs: int, ratio: float
+    proxy: Any, n_docs: int, ratio: float, pool: Callable[..., list[Document]]
 ) -> None:
     """Counted in proxy tokens: however many candidates and whatever the budget, the read stays
     at most the ceiling; past the room it leaves, the unread sentences fill the budget."""
@@ -465,7 +449,7 @@ def test_the_ceiling_bounds_what_attention_reads_for_every_budget(
         min_tokens=1024, keep=0.8, scorer="lexical", min_room=1.5, links=True,
         max_read=1024, ceiling=2048, precut=2,
     )  # fmt: skip
-    docs = _pool(n_docs)
+    docs = pool(n_docs)
     units = [
         Unit(d, s.start, s.end) for d, doc in enumerate(docs) for s in split_sentences(doc.text)
     ]

@@ -174,28 +174,12 @@ def test_stage_seconds_go_into_to_dict_and_out_of_equality(default: Compressor) 
     assert bare == out and bare.stage_seconds == ()
 
 
-def _pool(n_docs: int) -> list[Document]:
-    """``n_docs`` distinct paragraphs of about 60 proxy tokens, one of them about the query."""
-    docs = [
-        Document(
-            text=" ".join(
-                f"Town {d} has a market on day {k} where traders sell item {d * 7 + k}."
-                for k in range(4)
-            ),
-            title=f"Town {d}",
-        )
-        for d in range(n_docs)
-    ]
-    docs[n_docs // 2] = Document(
-        text="The Eiffel Tower was designed by Maurice Koechlin. It was completed in 1889.",
-        title="Eiffel Tower",
-    )
-    return docs
-
-
 @pytest.mark.parametrize("rank", [False, True])
 def test_minilm_reads_every_candidate_once_in_the_candidates_stage(
-    default: Compressor, monkeypatch: pytest.MonkeyPatch, rank: bool
+    default: Compressor,
+    monkeypatch: pytest.MonkeyPatch,
+    rank: bool,
+    pool: Callable[..., list[Document]],
 ) -> None:
     """The one pass over every candidate is the ``candidates`` stage's, and the cut (its precut
     ranks the 120 documents by it), the document scores and the ranking read it from there: with
@@ -205,7 +189,7 @@ def test_minilm_reads_every_candidate_once_in_the_candidates_stage(
 
     embedder = shared_embedder()
     monkeypatch.setattr(embedder, "cache_size", 0)
-    docs = _pool(120)
+    docs = pool(120, titled=True)
     whole = [f"{d.title or ''} {d.text}".strip() for d in docs]
     seen: list[str] = []
     stage_of: list[str] = []
