@@ -74,7 +74,9 @@ class Embedder:
     is rounded up to a multiple of ``length_step`` tokens (its bucket), and a bucket of ``n`` tokens
     is always encoded ``min(batch_size, max(1, B // n))`` texts at a time, where ``B`` is
     ``short_batch_tokens`` for a bucket of at most :data:`SHORT_BUCKET` tokens (a sentence) and
-    ``batch_tokens`` for a longer one. Short
+    ``batch_tokens`` for a longer one (``short_batch_tokens`` None: ``batch_tokens`` for every
+    bucket, the default; 512 for short ones was measured on the read and not adopted,
+    docs/research/performance.md). Short
     sentences share a forward (the per-forward overhead, about 12 ms on 2 cores, is what they
     cost), long passages run one to a forward (no filler rows of copies to compute). On 2 AVX2
     cores this halves the cost of 20 DL19 passages (1.30 s -> 0.64 s, medians) and of a HotpotQA
@@ -102,12 +104,14 @@ class Embedder:
         *,
         batch_size: int = 16,
         batch_tokens: int = 128,
-        short_batch_tokens: int = 128,
+        short_batch_tokens: int | None = None,
         length_step: int = 8,
         cache_size: int = 8192,
         device: DeviceLike = "cpu",
         dtype: str = DEFAULT_EMBED_DTYPE,
     ) -> None:
+        if short_batch_tokens is None:
+            short_batch_tokens = batch_tokens
         if min(batch_size, batch_tokens, short_batch_tokens, length_step) < 1:
             raise ValueError(
                 "batch_size, batch_tokens, short_batch_tokens and length_step must be >= 1"

@@ -109,6 +109,8 @@ def test_short_texts_take_their_own_width_and_keep_their_vectors() -> None:
     np.testing.assert_allclose(together, narrow.encode(texts), atol=1e-6)
     with pytest.raises(ValueError):
         Embedder(short_batch_tokens=0)
+    # without short_batch_tokens, batch_tokens sets every bucket's width, as it always did
+    assert [Embedder(batch_tokens=512).width(b) for b in (32, 128)] == [16, 4]
 
 
 def test_bf16_weights_give_unit_float32_vectors_close_to_fp32_ones() -> None:
