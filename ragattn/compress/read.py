@@ -288,8 +288,9 @@ class ContextRead:
         """``candidates``: MiniLM's cosine of every document to the query (title and text; with
         each sentence's pooled from the same pass where the cascade reads them, ``dense``
         ``"pooled"``), where the document probe reads them: ``rank``, or a weighting fitted with
-        MiniLM over several documents. None where nothing reads them; a cut that ranks documents
-        then runs the pass itself."""
+        MiniLM over several documents (a cut that leaves attention one document leaves the pass
+        unread). None where nothing reads them; a cut that ranks documents then runs the pass
+        itself."""
         parts = self.parts
         if not units or not isinstance(parts.scorer, ProbeScorer):
             return None
