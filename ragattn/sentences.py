@@ -7,6 +7,12 @@ original text with a cursor. Very short fragments ("A.", "1.") are merged into a
 Every span is a ``[start, end)`` range of the input with no leading or trailing whitespace, so
 ``text[start:end]`` always reproduces the sentence exactly.
 
+A run with no sentence boundary (a wall of emoji, a paragraph of unpunctuated Chinese, a minified
+line) would be one unit the read can neither cut nor afford, so no sentence is longer than
+:data:`MAX_SENTENCE_BYTES` UTF-8 bytes: a longer one is split at its last space inside the bound
+(or, without one in the bound's second half, between two grapheme clusters, so no character, emoji
+sequence or combining mark is cut).
+
 The rules follow the text's language (:data:`LANGUAGES`, pysbd's). ``language="auto"`` (the
 default) reads it from the script: Chinese, Japanese, Arabic (Persian and Urdu by their own
 letters), Devanagari (Hindi), Greek, Armenian, Burmese, Amharic and Cyrillic (Russian) text gets
@@ -21,6 +27,8 @@ import re
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
+
+import regex
 
 from ragattn.languages import AUTO as AUTO
 from ragattn.languages import LANGUAGES as LANGUAGES
@@ -45,6 +53,13 @@ _PERSIAN = re.compile("[\u067e\u0686\u0698\u06af\u06cc]")
 _ARABIC_ONLY = re.compile("[\u0629\u0649]")
 _SAMPLE = 2000
 """Characters of a text :func:`resolve_language` looks at."""
+_GRAPHEME = regex.compile(r"\X")
+MAX_SENTENCE_BYTES = 1024
+"""The longest sentence :func:`split_sentences` returns, in UTF-8 bytes. A byte-level tokenizer
+(SmolLM2's, Gemma's with byte fallback) spends at most one token a byte, so a sentence costs at
+most 1,024 proxy tokens: half of what the read's attention reads at once (2,048 tokens), however
+the text is written. Prose sentences are far shorter (200 English words is about 1,100 bytes), so
+the bound only cuts runs that have no sentence boundary."""
 
 
 def resolve_language(language: str, text: str) -> str:
@@ -147,6 +162,35 @@ def _split_paragraph(text: str, start: int, end: int, language: str) -> list[tup
     return [s for s in (_strip(text, a, b) for a, b in out) if s[1] > s[0]]
 
 
+def _bounded(text: str, start: int, end: int, max_bytes: int) -> list[tuple[int, int]]:
+    """``[start, end)`` as pieces of at most ``max_bytes`` UTF-8 bytes each (one pass, linear).
+
+    A piece ends at the last whitespace inside the bound when that lies in the bound's second
+    half, else between two grapheme clusters (a cluster longer than the bound is a piece alone).
+    Pieces are stripped of outer whitespace; together they cover every non-blank character."""
+    if (end - start) * 4 <= max_bytes or _utf8_len(text[start:end]) <= max_bytes:
+        return [(start, end)]
+    out: list[tuple[int, int]] = []
+    piece, size, space = start, 0, -1  # space: end of the piece's last whitespace cluster
+    for match in _GRAPHEME.finditer(text, start, end):
+        width = _utf8_len(match.group())
+        if size + width > max_bytes and size:
+            cut = space if space > piece and _utf8_len(text[piece:space]) * 2 >= max_bytes else -1
+            cut = cut if cut > 0 else match.start()
+            out.append((piece, cut))
+            piece, space = cut, -1
+            size = _utf8_len(text[piece : match.start()])
+        size += width
+        if match.group().isspace():
+            space = match.end()
+    out.append((piece, end))
+    return [s for s in (_strip(text, a, b) for a, b in out) if s[1] > s[0]]
+
+
+def _utf8_len(piece: str) -> int:
+    return len(piece.encode("utf-8", "surrogatepass"))
+
+
 def _is_fragment(text: str, span: tuple[int, int], min_words: int, min_chars: int) -> bool:
     piece = text[span[0] : span[1]]
     if len(piece.strip()) < min_chars:
@@ -169,7 +213,8 @@ def split_sentences(
         min_chars: a fragment with fewer non-blank characters is merged into its neighbour.
 
     Returns:
-        Sentences in text order; they do not overlap and cover every non-blank character.
+        Sentences in text order, each at most :data:`MAX_SENTENCE_BYTES` UTF-8 bytes; they do
+        not overlap and cover every non-blank character.
 
     Raises:
         ValueError: an unknown language.
@@ -200,5 +245,6 @@ def _split_cached(text: str, language: str, min_words: int, min_chars: int) -> t
                 merged[-1] = (merged[-1][0], span[1])
             else:
                 merged.append(span)
-        spans.extend(merged)
+        for a, b in merged:
+            spans.extend(_bounded(text, a, b, MAX_SENTENCE_BYTES))
     return tuple(Sentence(a, b) for a, b in spans)

@@ -92,3 +92,39 @@ def test_clear_split_cache_forgets_every_cached_split() -> None:
     clear_split_cache()
     assert _split_cached.cache_info().currsize == 0
     assert len(split_sentences("One sentence here. Another one there.")) == 2
+
+
+BOUNDLESS = [
+    pytest.param("😀🎉🔥👍" * 550, id="emoji"),
+    pytest.param("👨‍👩‍👧‍👦" * 400, id="zwj-sequences"),
+    pytest.param("中文没有标点的长句子" * 500, id="unpunctuated-chinese"),
+    pytest.param("word " * 3000, id="latin-without-stops"),
+    pytest.param("e\u0301" * 3000, id="combining-marks"),
+    pytest.param("x" * 5000, id="one-long-token"),
+]
+
+
+@pytest.mark.parametrize("text", BOUNDLESS)
+def test_a_run_without_sentence_boundaries_is_split_at_the_bound(text: str) -> None:
+    import regex
+
+    from ragattn.sentences import MAX_SENTENCE_BYTES
+
+    sents = split_sentences(text)
+    assert len(sents) > 1
+    graphemes = {m.start() for m in regex.finditer(r"\X", text)} | {len(text)}
+    for s in sents:
+        piece = text[s.start : s.end]
+        assert 0 < len(piece.encode()) <= MAX_SENTENCE_BYTES
+        assert piece == piece.strip()
+        assert s.start in graphemes and s.end in graphemes  # no emoji or accent cut
+    assert "".join(text[s.start : s.end] for s in sents).replace(" ", "") == text.replace(" ", "")
+
+
+def test_the_bound_prefers_the_last_space_and_leaves_prose_alone() -> None:
+    words = " ".join(f"w{i:04d}" for i in range(400))  # 2,399 bytes, no sentence end
+    pieces = [words[s.start : s.end] for s in split_sentences(words)]
+    assert all(p.startswith("w") and len(p.split()[-1]) == 5 for p in pieces)  # whole words
+    assert " ".join(pieces) == words
+    prose = " ".join(["A sentence of ordinary length that ends here."] * 40)
+    assert len(split_sentences(prose)) == 40
