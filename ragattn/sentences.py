@@ -54,6 +54,11 @@ _ARABIC_ONLY = re.compile("[\u0629\u0649]")
 _SAMPLE = 2000
 """Characters of a text :func:`resolve_language` looks at."""
 _GRAPHEME = regex.compile(r"\X")
+_STOPS = frozenset(".!?;\"'\u2026\u201d\u2019)")
+"""Marks that end a sentence (or a quotation or parenthesis that does) before a space."""
+_WIDE_STOPS = frozenset("\u3002\uff01\uff1f\uff1b\u0964\u06d4")
+"""Sentence ends of scripts that need no space after them (。！？；, Devanagari's danda, Urdu's
+full stop)."""
 MAX_SENTENCE_BYTES = 1024
 """The longest sentence :func:`split_sentences` returns, in UTF-8 bytes. A byte-level tokenizer
 (SmolLM2's, Gemma's with byte fallback) spends at most one token a byte, so a sentence costs at
@@ -165,24 +170,39 @@ def _split_paragraph(text: str, start: int, end: int, language: str) -> list[tup
 def _bounded(text: str, start: int, end: int, max_bytes: int) -> list[tuple[int, int]]:
     """``[start, end)`` as pieces of at most ``max_bytes`` UTF-8 bytes each (one pass, linear).
 
-    A piece ends at the last whitespace inside the bound when that lies in the bound's second
-    half, else between two grapheme clusters (a cluster longer than the bound is a piece alone).
-    Pieces are stripped of outer whitespace; together they cover every non-blank character."""
+    A piece ends, within the bound's second half, after its last sentence-ending mark (a pysbd
+    miss, such as a quoted paragraph), else at its last whitespace, else between two grapheme
+    clusters (a cluster longer than the bound is a piece alone). Pieces are stripped of outer
+    whitespace; together they cover every non-blank character."""
     if (end - start) * 4 <= max_bytes or _utf8_len(text[start:end]) <= max_bytes:
         return [(start, end)]
     out: list[tuple[int, int]] = []
-    piece, size, space = start, 0, -1  # space: end of the piece's last whitespace cluster
+    piece, size = start, 0
+    stop = space = -1  # ends of the piece's last sentence mark and last whitespace cluster
+    previous = ""
     for match in _GRAPHEME.finditer(text, start, end):
-        width = _utf8_len(match.group())
+        cluster = match.group()
+        width = _utf8_len(cluster)
         if size + width > max_bytes and size:
-            cut = space if space > piece and _utf8_len(text[piece:space]) * 2 >= max_bytes else -1
-            cut = cut if cut > 0 else match.start()
+            cut = next(
+                (
+                    c
+                    for c in (stop, space)
+                    if c > piece and _utf8_len(text[piece:c]) * 2 >= max_bytes
+                ),
+                match.start(),
+            )
             out.append((piece, cut))
-            piece, space = cut, -1
+            piece, stop, space = cut, -1, -1
             size = _utf8_len(text[piece : match.start()])
         size += width
-        if match.group().isspace():
+        if cluster.isspace():
             space = match.end()
+            if previous[-1:] in _STOPS:
+                stop = match.end()
+        elif cluster in _WIDE_STOPS:
+            stop = match.end()
+        previous = cluster
     out.append((piece, end))
     return [s for s in (_strip(text, a, b) for a, b in out) if s[1] > s[0]]
 

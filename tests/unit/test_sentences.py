@@ -128,3 +128,12 @@ def test_the_bound_prefers_the_last_space_and_leaves_prose_alone() -> None:
     assert " ".join(pieces) == words
     prose = " ".join(["A sentence of ordinary length that ends here."] * 40)
     assert len(split_sentences(prose)) == 40
+
+
+def test_the_bound_cuts_a_missed_paragraph_after_a_sentence_end() -> None:
+    # pysbd reads a quoted paragraph as one sentence; the bound cuts it after a full stop.
+    body = " ".join(f"Claim number {i} holds for the fund's net asset value." for i in range(40))
+    text = f'"{body}"'
+    pieces = [text[s.start : s.end] for s in split_sentences(text)]
+    assert len(pieces) > 1
+    assert all(p.endswith((".", '."')) for p in pieces)
