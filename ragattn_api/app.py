@@ -186,6 +186,7 @@ def _middleware(settings: Settings, drain: Drain) -> list[Middleware]:
         max_header_bytes=settings.max_header_bytes,
         body_timeout_s=settings.body_timeout_s,
         drain=drain,
+        max_body_bytes=settings.max_body_bytes,
     )
     return [edge, cancel_on_disconnect]
 

@@ -13,10 +13,16 @@ What a route handler never sees and every request needs:
   instead of the server's plain-text 500;
 - a request with more than one ``Authorization`` header is a 400 (which one would decide is not
   something two components should disagree on);
+- a response decided before the body was read (401, 415, 429: the guards read headers only)
+  waits until the rest of the body has arrived and is discarded, when it is at most
+  ``RAGATTN_MAX_BODY_BYTES`` in all and arrives within the body deadline; the connection then
+  stays open. Closing it with the body unread made the kernel reset the connection (unread data
+  pending), and a proxy still sending the body (nginx, ``deploy/nginx.conf``) lost the answer with
+  it: its client got a 502 instead of the 415 or 429;
 - every response carries ``X-Content-Type-Options: nosniff``, and one whose request body was not
-  read to its end carries ``Connection: close`` (the rest of that body cannot be trusted to come);
-  the OpenAPI pages under ``/schema`` also get a Content-Security-Policy and
-  ``X-Frame-Options: DENY``.
+  read to its end (too large to discard, too slow, a shutdown) carries ``Connection: close`` (the
+  rest of that body cannot be trusted to come); the OpenAPI pages under ``/schema`` also get a
+  Content-Security-Policy and ``X-Frame-Options: DENY``.
 """
 
 from __future__ import annotations
@@ -79,6 +85,15 @@ def _announces_body(scope: Scope) -> bool:
     return False
 
 
+def _announced_length(scope: Scope) -> int | None:
+    """The request's ``Content-Length`` in bytes (None: chunked, absent or not a number)."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            text = value.strip()
+            return int(text) if text.isdigit() else None
+    return None
+
+
 async def add_response_headers(message: Message, scope: Scope) -> None:
     """``before_send`` hook: nosniff on every response, CSP and X-Frame-Options on the docs pages;
     close a connection whose body is unread."""
@@ -125,9 +140,23 @@ async def _send_shutdown(send: Send) -> None:
 
 
 def edge_middleware(
-    app: ASGIApp, *, max_header_bytes: int, body_timeout_s: float, drain: Drain
+    app: ASGIApp,
+    *,
+    max_header_bytes: int,
+    body_timeout_s: float,
+    drain: Drain,
+    max_body_bytes: int,
 ) -> ASGIApp:
-    """ASGI middleware for the rules in this module's docstring."""
+    """ASGI middleware for the rules in this module's docstring.
+
+    Args:
+        max_header_bytes: the header cap (``RAGATTN_MAX_HEADER_BYTES``), bytes.
+        body_timeout_s: seconds from the request's start within which its body must arrive
+            (0: no deadline).
+        drain: set when the server shuts down.
+        max_body_bytes: the body cap (``RAGATTN_MAX_BODY_BYTES``): the most bytes of a refused
+            body read and discarded before the refusal is sent; a larger one closes instead.
+    """
 
     async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -153,21 +182,39 @@ def edge_middleware(
             state[_BODY_DONE] = True
         started = False
 
+        received = 0
+
         async def guarded_receive() -> Message:
+            nonlocal received
             if state.get(_BODY_DONE):
                 return await receive()  # type: ignore[return-value]
             message = await _receive_body(receive, deadline, drain, loop)
             if message["type"] == "http.disconnect":
                 logger.info("client hung up while sending its body to %s", clean(scope["path"]))
                 raise ClientDisconnectedError("the client closed the connection")
+            received += len(message.get("body", b""))
             if not message.get("more_body", False):
                 state[_BODY_DONE] = True
             return message
+
+        async def discard_rest() -> None:
+            """Read the unread rest of the body, within the body cap and deadline; on success
+            the body is done and the connection stays open."""
+            announced = _announced_length(scope)
+            if announced is not None and announced > max_body_bytes:
+                return
+            try:
+                while not state.get(_BODY_DONE) and received <= max_body_bytes:
+                    await guarded_receive()
+            except (ClientDisconnectedError, RequestTimeoutError, ShuttingDownError):
+                return  # the connection closes (Connection: close) with the rest unread
 
         async def tracked_send(message: Message) -> None:
             nonlocal started
             if message["type"] == "http.response.start":
                 started = True
+                if not state.get(_BODY_DONE):
+                    await discard_rest()
             await send(message)
 
         try:
