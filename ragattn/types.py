@@ -203,9 +203,40 @@ class KeptSpan:
     text: str
 
 
+AddedKind = Literal["fence", "table_header"]
+"""What the library repeats in a compressed Markdown document: a code block's opening or closing
+fence, or a table's header (its header and delimiter rows)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddedText:
+    """Text the library repeated into a compressed document so that its kept Markdown stays
+    valid (a fence around a kept piece of code, a header over a kept table row); never a kept
+    span, since the source did not have it there.
+
+    Attributes:
+        kind: what it is (:data:`AddedKind`).
+        text: the text inserted, ``document.text[source_start:source_end]``.
+        offset: where it was inserted: ``CompressedDocument.text[offset:offset + len(text)]``
+            is ``text`` (Unicode code points).
+        source_start, source_end: the span of ``document.text`` it repeats.
+    """
+
+    kind: AddedKind
+    text: str
+    offset: int
+    source_start: int
+    source_end: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompressedDocument:
-    """One input document after compression; ``text`` is a concatenation of original substrings."""
+    """One input document after compression.
+
+    ``text`` is its kept spans, in their original order, joined by whitespace; for a Markdown
+    document (:mod:`ragattn.markdown_units`) also the fences and table headers the library
+    repeated so that it stays valid Markdown, listed in ``added`` (empty for any other text).
+    """
 
     index: int
     text: str
@@ -213,6 +244,7 @@ class CompressedDocument:
     sentence_scores: tuple[float, ...]
     sentence_spans: tuple[tuple[int, int], ...]
     document: Document
+    added: tuple[AddedText, ...] = ()
 
 
 StageSeconds = tuple[tuple[str, float], ...]
