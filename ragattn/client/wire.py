@@ -12,14 +12,16 @@ import json
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from ragattn.client.transport import InvalidResponseError, malformed
 from ragattn.contract import BUDGET_KEYWORDS
 from ragattn.errors import InvalidInputError
 from ragattn.languages import AUTO
-from ragattn.sentences import split_sentences
+from ragattn.markdown_units import document_units
 from ragattn.types import (
+    AddedKind,
+    AddedText,
     Budget,
     CompressedDocument,
     CompressionResult,
@@ -274,6 +276,37 @@ def _kept_spans(value: Any, where: str, index: int, text: str) -> tuple[KeptSpan
     return tuple(spans)
 
 
+def _added_kind(value: Any, where: str) -> AddedKind:
+    kind = _string(value, where)
+    for valid in get_args(AddedKind):
+        if kind == valid:
+            return valid  # type: ignore[no-any-return]
+    raise _bad(where, f"{_json(kind)} is not one of {', '.join(get_args(AddedKind))}")
+
+
+def _added(value: Any, where: str, source: str, text: str) -> tuple[AddedText, ...]:
+    """Wire ``added`` (``[{kind, text, offset, source_start, source_end}]``) of a compressed
+    document whose input text is ``source`` and compressed text ``text``: each must repeat its
+    range of ``source`` and stand at its ``offset`` of ``text``."""
+    out = []
+    for n, item in enumerate(_list(value, where)):
+        at = _at(where, n)
+        obj = _object(item, at)
+        kind = _get(obj, at, "kind", _added_kind)
+        piece = _get(obj, at, "text", _string)
+        offset = _get(obj, at, "offset", _integer)
+        start = _get(obj, at, "source_start", _integer)
+        end = _get(obj, at, "source_end", _integer)
+        if not 0 <= start <= end <= len(source) or source[start:end] != piece:
+            raise _bad(at, f"{_json(piece)} is not its document's text[{start}:{end}]")
+        if text[offset : offset + len(piece)] != piece or offset < 0:
+            raise _bad(_at(at, "offset"), f"{_json(piece)} is not at {offset} of the text")
+        out.append(
+            AddedText(kind=kind, text=piece, offset=offset, source_start=start, source_end=end)
+        )
+    return tuple(out)
+
+
 def _rerank_result(
     item: Any, where: str, docs: Sequence[Document], raw_is_relevance: bool
 ) -> RerankResult:
@@ -328,15 +361,16 @@ def rerank_results(
 def _sentence_spans(
     text: str, n_scores: int, kept: Sequence[KeptSpan], language: str = AUTO
 ) -> tuple[tuple[int, int], ...] | None:
-    """Sentence spans re-split locally by the call's ``language``; None unless they provably
-    match the server's split.
+    """Sentence spans re-split locally by the call's ``language`` (a Markdown document's units
+    along its structure, :func:`~ragattn.markdown_units.document_units`); None unless they
+    provably match the server's split.
 
     The wire carries one score per sentence but not the sentence ranges. The splitter is
     deterministic, so the local split agrees whenever client and server run the same ragattn
     with the same language; a different count or a kept span that is not a local sentence means
     they do not.
     """
-    spans = tuple((s.start, s.end) for s in split_sentences(text, language=language))
+    spans = document_units(text, language=language)
     if len(spans) != n_scores or any((k.start, k.end) not in set(spans) for k in kept):
         return None
     return spans
@@ -351,6 +385,7 @@ def _compressed_document(
     text = _get(obj, where, "text", _string)
     kept = _get(obj, where, "kept_spans", lambda v, at: _kept_spans(v, at, index, doc.text))
     scores = _get(obj, where, "sentence_scores", _numbers)
+    added = _get_optional(obj, where, "added", lambda v, at: _added(v, at, doc.text, text))
     spans = _sentence_spans(doc.text, len(scores), kept, language)
     if spans is None:
         warnings.append(
@@ -364,6 +399,7 @@ def _compressed_document(
         sentence_scores=scores,
         sentence_spans=spans or (),
         document=doc,
+        added=added or (),
     )
 
 

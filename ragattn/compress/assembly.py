@@ -5,6 +5,12 @@ this module selects the sentences a budget keeps (:func:`ragattn.compress.budget
 in the result's tokenizer), joins them back into text made only of substrings of the input, and
 builds the :class:`~ragattn.types.CompressionResult` and, for the one read, the ranked
 :class:`~ragattn.types.RerankResults`.
+
+A Markdown document (:mod:`ragattn.markdown_units`) is joined so that it stays valid Markdown:
+its kept units in their original order, a kept piece of code between its fences, a kept table row
+under its header; the fences and headers repeated for that are the document's
+:attr:`~ragattn.types.CompressedDocument.added`, counted in the result's tokens (a header once per
+table and document) and in the budget, never kept spans.
 """
 
 from __future__ import annotations
@@ -19,7 +25,10 @@ import numpy as np
 from ragattn.compress.budget import select
 from ragattn.compress.features import Unit
 from ragattn.contract import VerbArgs
+from ragattn.languages import AUTO
+from ragattn.markdown_units import join_kept, markdown_units
 from ragattn.types import (
+    AddedText,
     CompressedDocument,
     CompressionResult,
     KeptSpan,
@@ -94,22 +103,22 @@ def compression_result(
     if not units:
         return _empty_result(docs, indices, origin_tokens, counting.name, method)
     budget = args.compress_budget
+    language = args.language
     costs = [counting.count(docs[u.doc].text[u.start : u.end]) for u in units]
+    # The joined text's count holds what a Markdown document repeats (fences, a table's header
+    # once), so the budget's check after the greedy pass drops units until that fits too.
     kept = select(
         list(scores),
         costs,
         budget,
         origin_tokens,
-        lambda ids: counting.count(context_text(docs, units, sorted(ids))),
+        lambda ids: counting.count(context_text(docs, units, sorted(ids), language)),
         forced=forced,
     )
     if args.keep_order:
-        text = context_text(docs, units, sorted(kept))
+        text = context_text(docs, units, sorted(kept), language)
     else:
-        best_first = sorted(kept, key=lambda i: (-scores[i], i))
-        text = DOC_JOINER.join(
-            docs[units[i].doc].text[units[i].start : units[i].end] for i in best_first
-        )
+        text = _best_first_text(docs, units, scores, kept, language)
     compressed_tokens = counting.count(text)
     warnings = list(notes)
     limit = budget.token_limit(origin_tokens)
@@ -122,7 +131,7 @@ def compression_result(
         warnings.append(f"kept {compressed_tokens} tokens, over the budget of {limit}: {reason}")
     return CompressionResult(
         compressed_text=text,
-        documents=_compressed_documents(docs, indices, units, scores, sorted(kept)),
+        documents=_compressed_documents(docs, indices, units, scores, sorted(kept), language),
         origin_tokens=origin_tokens,
         compressed_tokens=compressed_tokens,
         ratio=compressed_tokens / origin_tokens if origin_tokens else 1.0,
@@ -164,8 +173,10 @@ def _compressed_documents(
     units: Sequence[Unit],
     scores: np.ndarray,
     kept: Sequence[int],
+    language: str = AUTO,
 ) -> tuple[CompressedDocument, ...]:
-    """Each document's kept text, kept spans (offsets into its text) and sentence scores."""
+    """Each document's kept text, kept spans (offsets into its text), sentence scores and, for
+    a Markdown document, the fences and headers its text repeats."""
     out = []
     for d, (index, doc) in enumerate(zip(indices, docs, strict=True)):
         members = [i for i in range(len(units)) if units[i].doc == d]
@@ -180,14 +191,18 @@ def _compressed_documents(
             )
             for i in doc_kept
         )
+        text, added = document_text(
+            doc.text, [units[i] for i in members], [units[i] for i in doc_kept], language
+        )
         out.append(
             CompressedDocument(
                 index=index,
-                text=doc_text(doc.text, [units[i] for i in members], [units[i] for i in doc_kept]),
+                text=text,
                 kept_spans=spans,
                 sentence_scores=tuple(float(scores[i]) for i in members),
                 sentence_spans=tuple((units[i].start, units[i].end) for i in members),
                 document=doc,
+                added=added,
             )
         )
     return tuple(out)
@@ -228,16 +243,61 @@ def doc_text(text: str, members: Sequence[Unit], kept: Sequence[Unit]) -> str:
     return "".join(out).rstrip()
 
 
-def context_text(docs: Sequence[Document], units: Sequence[Unit], ordered: Sequence[int]) -> str:
-    """The compressed context: per document :func:`doc_text`, non-empty ones joined by
+def document_text(
+    text: str, members: Sequence[Unit], kept: Sequence[Unit], language: str = AUTO
+) -> tuple[str, tuple[AddedText, ...]]:
+    """One document's kept text and what it repeats: a Markdown document's units joined as valid
+    Markdown (:func:`~ragattn.markdown_units.join_kept`), any other's by :func:`doc_text` (with
+    nothing added). ``members`` are all the document's units, ``language`` the call's (the one
+    its units were split by)."""
+    structure = markdown_units(text, language=language) if kept else None
+    if structure is not None:
+        position = {(u.start, u.end): n for n, u in enumerate(structure)}
+        if all((u.start, u.end) in position for u in members):
+            return join_kept(text, structure, [position[(u.start, u.end)] for u in kept])
+    return doc_text(text, members, kept), ()
+
+
+def context_text(
+    docs: Sequence[Document],
+    units: Sequence[Unit],
+    ordered: Sequence[int],
+    language: str = AUTO,
+) -> str:
+    """The compressed context: per document :func:`document_text`, non-empty ones joined by
     :data:`DOC_JOINER`."""
     parts = []
     for d, doc in enumerate(docs):
         members = [u for u in units if u.doc == d]
         kept = [units[i] for i in ordered if units[i].doc == d]
         if kept:
-            parts.append(doc_text(doc.text, members, kept))
+            parts.append(document_text(doc.text, members, kept, language)[0])
     return DOC_JOINER.join(p for p in parts if p)
+
+
+def _best_first_text(
+    docs: Sequence[Document],
+    units: Sequence[Unit],
+    scores: np.ndarray,
+    kept: Sequence[int],
+    language: str,
+) -> str:
+    """The kept units best first (``keep_order=False``), joined by :data:`DOC_JOINER`; a Markdown
+    document's kept units stay together, in their order, where its best one ranks (a code piece
+    or a table row alone, out of its order, would not be valid Markdown)."""
+    parts: list[str] = []
+    placed: set[int] = set()
+    for i in sorted(kept, key=lambda i: (-scores[i], i)):
+        unit = units[i]
+        doc = docs[unit.doc]
+        if markdown_units(doc.text, language=language) is None:
+            parts.append(doc.text[unit.start : unit.end])
+        elif unit.doc not in placed:
+            placed.add(unit.doc)
+            members = [u for u in units if u.doc == unit.doc]
+            mine = [units[k] for k in sorted(kept) if units[k].doc == unit.doc]
+            parts.append(document_text(doc.text, members, mine, language)[0])
+    return DOC_JOINER.join(parts)
 
 
 __all__ = [
@@ -247,6 +307,7 @@ __all__ = [
     "context_text",
     "count_tokens",
     "doc_text",
+    "document_text",
     "entity_units",
     "ranked_results",
 ]

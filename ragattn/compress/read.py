@@ -4,7 +4,8 @@ Both verbs of the :class:`~ragattn.compress.Compressor` (``compress`` and
 ``rerank_and_compress``) are :meth:`ContextRead.run`, top to bottom:
 
 1. ``sentences``: the documents split into sentences (:func:`sentence_units`, by the call's
-   ``language``), the units every later stage scores;
+   ``language``; a Markdown document along its structure, :mod:`ragattn.markdown_units`), the
+   units every later stage scores;
 2. ``candidates``: MiniLM's one pass over every candidate document
    (:class:`~ragattn.document_probe.CandidateCosines`), where the document probe reads it: the
    same pass a MiniLM rerank of the candidates runs, and the only work of the read that grows
@@ -62,8 +63,9 @@ from ragattn.document_probe import (
     zscore_columns,
 )
 from ragattn.first_stage import check_first_stage_order, rank_prior
+from ragattn.languages import AUTO
 from ragattn.lexical import sigmoid
-from ragattn.sentences import AUTO, split_sentences
+from ragattn.markdown_units import document_units
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds
 
 Stage = Literal[
@@ -107,13 +109,16 @@ class StageClock:
 
 
 def sentence_units(docs: Sequence[Document], language: str = AUTO) -> list[Unit]:
-    """The sentences of ``docs`` (:func:`~ragattn.sentences.split_sentences` by ``language``, a
-    code of :data:`~ragattn.sentences.LANGUAGES` or ``"auto"``: each document by its script),
-    document by document."""
+    """The units of ``docs``, document by document: a Markdown document's structural units
+    (:func:`~ragattn.markdown_units.markdown_units`: whole code blocks or line-cut pieces, table
+    rows, list items' and paragraphs' sentences), any other document's sentences
+    (:func:`~ragattn.sentences.split_sentences`, unchanged); ``language`` (a code of
+    :data:`~ragattn.sentences.LANGUAGES` or ``"auto"``: each document by its script) splits the
+    prose."""
     return [
-        Unit(d, s.start, s.end)
+        Unit(d, start, end)
         for d, doc in enumerate(docs)
-        for s in split_sentences(doc.text, language=language)
+        for start, end in document_units(doc.text, language=language)
     ]
 
 

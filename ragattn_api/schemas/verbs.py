@@ -329,11 +329,27 @@ class CompressRequest(Struct, kw_only=True):
         return _capped(budget, self.max_tokens)
 
 
-class CompressedDocumentOut(Struct):
+class AddedTextOut(Struct):
+    """A fence or table header the library repeated into a compressed Markdown document's
+    ``text`` so that it stays valid Markdown (never a kept span): ``kind`` (``fence`` or
+    ``table_header``), the ``text`` inserted at code point ``offset`` of the document's ``text``,
+    and the ``[source_start, source_end)`` range of the input document it repeats."""
+
+    kind: str
+    text: str
+    offset: int
+    source_start: int
+    source_end: int
+
+
+class CompressedDocumentOut(Struct, omit_defaults=True):
+    """One compressed document; ``added`` only where its text repeats a fence or a header."""
+
     index: int
     text: str
     kept_spans: list[KeptSpanOut]
     sentence_scores: list[float]
+    added: list[AddedTextOut] | None = None
 
 
 class CompressMeta(Struct, omit_defaults=True):
@@ -395,6 +411,17 @@ def compressed_documents(result: CompressionResult) -> list[CompressedDocumentOu
             text=d.text,
             kept_spans=kept_spans(d),
             sentence_scores=[finite(x, "sentence_score") for x in d.sentence_scores],
+            added=[
+                AddedTextOut(
+                    kind=a.kind,
+                    text=a.text,
+                    offset=a.offset,
+                    source_start=a.source_start,
+                    source_end=a.source_end,
+                )
+                for a in d.added
+            ]
+            or None,
         )
         for d in result.documents
     ]
@@ -471,6 +498,7 @@ class RerankCompressResponse(Struct):
 
 
 __all__ = [
+    "AddedTextOut",
     "ApiVersion",
     "BilledUnits",
     "CompressMeta",
