@@ -8,7 +8,11 @@ Three on-disk layouts are read into :class:`~ragattn.types.Document` lists:
 * a folder of ``.txt`` / ``.md`` files (recursive, UTF-8), one document per file, its id the
   path relative to the folder (POSIX separators). Hidden files and folders are skipped. A
   Markdown file's title is its front matter's ``title:`` or else its first ATX heading
-  (:func:`markdown_title`); a ``.txt`` file has none.
+  (:func:`markdown_title`); a ``.txt`` file has none. A folder may come from anywhere (an
+  archive, a clone, a shared drive), so only regular files are read (a FIFO, socket or device
+  named like a document is skipped, never opened) and a symbolic link that leads outside the
+  folder is skipped unless the caller opts in (:func:`read_folder`); every line is parsed in
+  linear time.
 
 A title is read with the text wherever a document goes (BM25 and the embedder index
 ``title + text``; the one read ranks and chooses sentences with it), and titles carry much of
@@ -27,13 +31,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
+import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ragattn.errors import InvalidInputError
+from ragattn.retrieve._folder import list_folder
 from ragattn.types import Document, DocumentLike, as_documents
 
 logger = logging.getLogger(__name__)
@@ -44,7 +51,6 @@ _WORD_SPAN = re.compile(r"\S+")
 MARKDOWN_SUFFIXES = (".md",)
 _FRONT_MATTER_END = ("---", "...")
 _FRONT_MATTER_TITLE = re.compile(r"title[ \t]*:[ \t]*(.*)", re.IGNORECASE)
-_ATX_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 
 
@@ -141,21 +147,41 @@ def _check_unique(docs: Sequence[Document], *, source: str) -> None:
         seen.add(doc.id)
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path | str, *, shown: Path | None = None, follow: bool = True) -> str:
+    """The UTF-8 text of the regular file at ``path`` (universal newlines, as ``read_text``).
+
+    Opened without blocking and checked with ``fstat`` before a byte is read, so a FIFO or device
+    swapped in for a file is refused instead of read; ``follow=False`` refuses a symbolic link in
+    the last component (the folder reader passes real paths). ``shown`` is the path errors name.
+
+    Raises:
+        InvalidInputError: the file cannot be opened or read, is not a regular file, or is not
+            UTF-8; the message names ``shown`` (default ``path``) and the fix.
+    """
+    shown = shown or Path(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        return path.read_text(encoding="utf-8")
+        fd = os.open(path, flags)
+        with open(fd, encoding="utf-8", closefd=True) as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise InvalidInputError(
+                    f"cannot read {shown}: not a regular file; only files are read"
+                )
+            return fh.read()
     except PermissionError as exc:
         raise InvalidInputError(
-            f"cannot read {path}: permission denied; fix its permissions or remove it from the "
+            f"cannot read {shown}: permission denied; fix its permissions or remove it from the "
             "corpus"
         ) from exc
     except UnicodeDecodeError as exc:
         raise InvalidInputError(
-            f"cannot read {path}: not valid UTF-8 (byte {exc.start}); convert it to UTF-8 or "
+            f"cannot read {shown}: not valid UTF-8 (byte {exc.start}); convert it to UTF-8 or "
             "remove it from the corpus"
         ) from exc
     except OSError as exc:
-        raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise InvalidInputError(f"cannot read {shown}: {exc.strerror or exc}") from exc
 
 
 def markdown_title(text: str) -> str | None:
@@ -210,10 +236,32 @@ def _first_heading(lines: Sequence[str]) -> str | None:
         if opening:
             fence = opening.group(1)
             continue
-        heading = _ATX_HEADING.fullmatch(line.rstrip())
-        if heading and heading.group(1) and heading.group(1).strip():
-            return heading.group(1).strip()
+        heading = _atx_heading(line)
+        if heading:
+            return heading
     return None
+
+
+def _atx_heading(line: str) -> str | None:
+    """The text of an ATX heading line (CommonMark's rules), or None when the line is none.
+
+    Parsed with ``str`` scans rather than a regular expression: every step is linear in the
+    line's length, where a pattern with a lazy group before an optional closing sequence
+    backtracks quadratically on a long run of spaces (hours for a 1 MB line).
+    """
+    line = line.rstrip()
+    body = line.lstrip(" ")
+    if len(line) - len(body) > 3:
+        return None  # four spaces of indent make a code block
+    content = body.lstrip("#")
+    level = len(body) - len(content)
+    if not 1 <= level <= 6 or not content or content[0] not in " \t":
+        return None
+    content = content.strip(" \t")
+    unclosed = content.rstrip("#")
+    if not unclosed or unclosed[-1] in " \t":  # a closing sequence: spaces, then only '#'
+        content = unclosed
+    return content.strip() or None
 
 
 def _jsonl_document(record: Any, path: Path, line_no: int) -> tuple[Document, bool]:
@@ -276,34 +324,34 @@ def read_jsonl(path: Path) -> Corpus:
     return _non_empty(corpus)
 
 
-def read_folder(path: Path) -> Corpus:
+def read_folder(path: Path, *, follow_symlinks: bool = False) -> Corpus:
     """Read every ``.txt`` / ``.md`` file under ``path`` (sorted by relative path) as one document.
 
     A document's id and ``metadata["path"]`` are the file's relative path, its text the file's
     text unchanged, and a Markdown file's title its front matter's ``title:`` or first heading
-    (:func:`markdown_title`; the heading stays in the text). Whitespace-only files are skipped
-    and listed in ``Corpus.skipped``.
+    (:func:`markdown_title`; the heading stays in the text). Only regular files are read: a
+    FIFO, socket or device is skipped unopened; a symbolic link is read under its own name when
+    it leads to a file inside the folder, and skipped when it leads outside (to a file or a
+    folder) unless ``follow_symlinks`` is set (see ``ragattn.retrieve._folder``). Whitespace-only
+    files and every skipped entry are listed in ``Corpus.skipped`` with the reason, and logged.
 
     Raises:
-        InvalidInputError: a file is unreadable or not UTF-8, or no file has any text.
+        InvalidInputError: the folder or a file in it is unreadable or not UTF-8, or no file has
+            any text.
     """
     docs: list[Document] = []
     skipped: list[str] = []
-    files = sorted(
-        p
-        for p in path.rglob("*")
-        if p.suffix.lower() in TEXT_SUFFIXES
-        and not any(part.startswith(".") for part in p.relative_to(path).parts)
-        and not p.is_dir()  # a dangling symlink is reported as unreadable, not skipped
-    )
-    for file in files:
-        rel = file.relative_to(path).as_posix()
-        text = _read_text(file)
+    for entry in list_folder(path, suffixes=TEXT_SUFFIXES, follow_symlinks=follow_symlinks):
+        rel = entry.rel
+        if entry.path is None:
+            skipped.append(f"{rel}: {entry.reason}")
+            continue
+        text = _read_text(entry.path, shown=path.joinpath(*entry.parts), follow=False)
         if not text.strip():
             skipped.append(f"{rel}: empty")
-            logger.warning("skipping empty corpus file %s", file)
+            logger.warning("skipping empty corpus file %s", path.joinpath(*entry.parts))
             continue
-        title = markdown_title(text) if file.suffix.lower() in MARKDOWN_SUFFIXES else None
+        title = markdown_title(text) if rel.lower().endswith(MARKDOWN_SUFFIXES) else None
         docs.append(Document(text=text, id=rel, title=title, metadata={"path": rel}))
     corpus = Corpus(
         documents=tuple(docs), source=str(path), format="folder", skipped=tuple(skipped)
@@ -325,8 +373,11 @@ def _non_empty(corpus: Corpus) -> Corpus:
     return corpus
 
 
-def read_corpus(path: str | Path) -> Corpus:
+def read_corpus(path: str | Path, *, follow_symlinks: bool = False) -> Corpus:
     """Read a corpus from a BEIR/JSONL file or a folder of text files (see the module docstring).
+
+    ``follow_symlinks`` is :func:`read_folder`'s: also read symbolic links inside a folder that
+    lead outside it (a JSONL path given by the caller is always followed).
 
     Raises:
         InvalidInputError: the path does not exist, is of an unknown kind, is unreadable, or
@@ -334,13 +385,18 @@ def read_corpus(path: str | Path) -> Corpus:
     """
     p = Path(path)
     if p.is_dir():
-        return read_folder(p)
+        return read_folder(p, follow_symlinks=follow_symlinks)
     if p.is_file():
         if p.suffix.lower() in {".jsonl", ".json", ".ndjson"}:
             return read_jsonl(p)
         raise InvalidInputError(
             f"corpus {p} is not a .jsonl file; give a BEIR corpus.jsonl, a JSONL file with "
             "'id' and 'text' per line, or a folder of .txt/.md files"
+        )
+    if p.exists():
+        raise InvalidInputError(
+            f"corpus {p} is neither a file nor a folder (a FIFO, socket or device); give a "
+            "corpus.jsonl or a folder of .txt/.md files"
         )
     raise InvalidInputError(f"corpus {p} does not exist; check the path")
 
