@@ -119,7 +119,9 @@ class BM25Retriever:
         show_progress: show bm25s's progress bar while indexing.
 
     Raises:
-        InvalidInputError: unknown backend, no documents, or invalid ``k1`` / ``b``.
+        InvalidInputError: unknown backend, no documents, no searchable word in any document
+            (bm25s fails on an empty vocabulary, and rank_bm25 would build an index that never
+            matches), or invalid ``k1`` / ``b``.
         MissingDependencyError: the backend, bm25s stop words or PyStemmer are not installed.
     """
 
@@ -134,7 +136,14 @@ class BM25Retriever:
         show_progress: bool = False,
     ) -> None:
         self._configure(documents, backend=backend, k1=k1, b=b, analyzer=analyzer)
-        self._model: Any = self._build(show_progress)
+        tokens = self._tokens()
+        if not any(tokens):
+            raise InvalidInputError(
+                f"no searchable word in the {len(tokens)} document(s): every word is a stop word, "
+                "one character long or punctuation, so BM25 has nothing to index; add documents "
+                "with words to search"
+            )
+        self._model: Any = self._build(tokens, show_progress)
 
     def _configure(
         self,
@@ -157,13 +166,15 @@ class BM25Retriever:
         self.b = b
         self.analyzer = analyzer or Analyzer()
 
-    def _build(self, show_progress: bool) -> Any:
+    def _tokens(self) -> list[list[str]]:
         # No bar of our own while tokenising (tqdm is a lab dependency); bm25s shows its own while
         # indexing, and the dense encoder its own.
-        tokens = [self.analyzer.tokenize(indexable_text(d)) for d in self.documents]
+        return [self.analyzer.tokenize(indexable_text(d)) for d in self.documents]
+
+    def _build(self, tokens: list[list[str]], show_progress: bool) -> Any:
         if self.backend == "rank_bm25":
             rank_bm25 = require("rank_bm25", extra="retrieve")
-            # rank_bm25 divides by the mean length; an all-stopword corpus must not crash it.
+            # rank_bm25 divides by the mean length; a document of stop words must not crash it.
             return rank_bm25.BM25Okapi([t or [""] for t in tokens], k1=self.k1, b=self.b)
         bm25s = require("bm25s", extra="retrieve")
         model = bm25s.BM25(k1=self.k1, b=self.b, method="lucene")
@@ -232,7 +243,7 @@ class BM25Retriever:
             bm25s = require("bm25s", extra="retrieve")
             self._model = bm25s.BM25.load(str(directory), show_progress=False)
         else:
-            self._model = self._build(show_progress=False)
+            self._model = self._build(self._tokens(), show_progress=False)
         return self
 
 
