@@ -18,8 +18,14 @@ index_app = typer.Typer(
 )
 
 
+def _one_line(text: str) -> str:
+    """``text`` with every unprintable character (a newline in a file name) escaped, so one
+    message stays one line whatever the corpus names hold."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _fail(exc: Exception) -> typer.Exit:
-    typer.echo(f"error: {exc}", err=True)
+    typer.echo(f"error: {_one_line(str(exc))}", err=True)
     return typer.Exit(code=2)
 
 
@@ -46,8 +52,21 @@ def build(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="show progress bars")
     ] = True,
+    follow_symlinks: Annotated[
+        bool,
+        typer.Option(
+            "--follow-symlinks",
+            help="in a folder corpus, also read symbolic links leading outside the folder "
+            "(skipped by default: they could expose any file you can read)",
+        ),
+    ] = False,
 ) -> None:
-    """Read a corpus, chunk it, and write a BM25 + dense index with a manifest."""
+    """Read a corpus, chunk it, and write a BM25 + dense index with a manifest.
+
+    A folder corpus is read as found, whatever its origin: FIFOs, sockets and devices are
+    skipped, and so are symbolic links leading outside the folder unless --follow-symlinks is
+    given; every skip is listed on stderr. A refusal is one 'error:' line and exit code 2.
+    """
     from ragattn.errors import RagattnError
     from ragattn.retrieve.index import Index
 
@@ -69,8 +88,9 @@ def build(
             bm25_backend=bm25_backend,  # type: ignore[arg-type]
             dense=dense,
             show_progress=progress,
+            follow_symlinks=follow_symlinks,
         )
-    except RagattnError as exc:
+    except (RagattnError, OSError) as exc:  # OSError: the index could not be written
         raise _fail(exc) from exc
     m = index.manifest
     dense_desc = "none" if m.dense is None else f"{m.dense['index']} dim={m.dense['dim']}"
@@ -84,7 +104,7 @@ def build(
     titled = sum(1 for d in index.documents if d.title)
     typer.echo(f"titled: {titled} of {m.documents} documents")
     if m.skipped:
-        typer.echo(f"skipped {len(m.skipped)}: " + "; ".join(m.skipped), err=True)
+        typer.echo(_one_line(f"skipped {len(m.skipped)}: " + "; ".join(m.skipped)), err=True)
 
 
 @index_app.command("search")

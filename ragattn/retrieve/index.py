@@ -155,6 +155,7 @@ class Index:
         k_rrf: float = 60.0,
         depth: int = 100,
         show_progress: bool = False,
+        follow_symlinks: bool = False,
     ) -> Index:
         """Build an index from a corpus path or documents and write it atomically to ``out_dir``.
 
@@ -173,13 +174,16 @@ class Index:
             k_rrf: the RRF constant.
             depth: hits taken from each retriever before fusion.
             show_progress: show progress bars.
+            follow_symlinks: in a folder corpus, also read symbolic links that lead outside the
+                folder (skipped by default, see ``corpus.read_folder``).
 
         Raises:
-            InvalidInputError: unreadable or empty corpus, bad parameters, or ``out_dir`` is an
-                existing non-empty directory that is not an index.
+            InvalidInputError: unreadable or empty corpus, no searchable word in it, bad
+                parameters, ``out_dir`` is an existing non-empty directory that is not an index,
+                or the index cannot be written there.
         """
         clock = _StageClock()
-        source = _as_corpus(corpus)
+        source = _as_corpus(corpus, follow_symlinks=follow_symlinks)
         words = _chunk_size(chunk_words, source)
         docs = (
             chunk_documents(source.documents, max_words=words, overlap=chunk_overlap)
@@ -194,8 +198,13 @@ class Index:
             "k_rrf": k_rrf,
             "depth": depth,
         }
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+        except OSError as exc:
+            raise InvalidInputError(
+                f"cannot write the index to {out}: {exc.strerror or exc}; choose a writable path"
+            ) from exc
         try:
             bm25 = BM25Retriever(docs, backend=bm25_backend, show_progress=show_progress)
             clock.lap("bm25")
@@ -322,9 +331,9 @@ class _StageClock:
         self._wall, self._cpu = wall, cpu
 
 
-def _as_corpus(corpus: str | Path | Sequence[DocumentLike]) -> Corpus:
+def _as_corpus(corpus: str | Path | Sequence[DocumentLike], *, follow_symlinks: bool) -> Corpus:
     if isinstance(corpus, str | Path):
-        return read_corpus(corpus)
+        return read_corpus(corpus, follow_symlinks=follow_symlinks)
     docs = with_ids(corpus)
     if not docs:
         raise InvalidInputError("cannot build an index from no documents; pass at least one")
