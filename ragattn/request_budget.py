@@ -17,11 +17,16 @@ always wins, and no deadline (``RAGATTN_REQUEST_TIMEOUT_S=0``) gives :data:`MAX_
 One measurement differs from the next (3,328 to 3,840 tokens on one machine at a 30 s deadline),
 so replicas that each measured would refuse different requests. With a
 :class:`ThroughputRecord` (the service passes one in Redis when replicas share a Redis) the first
-replica's measurement is recorded and every later replica adopts it instead of measuring.
+replica's measurement is recorded and every later replica adopts it, as long as it lies within
+:data:`ADOPT_FACTOR` of the replica's own measurement (:func:`within_range`). A recorded value
+outside that range (or not a throughput at all) is not adopted: the replica keeps its own
+measurement and writes it in its place. So whoever can write the record is trusted with the
+budget only within a factor of 2 of what each replica measures.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable
@@ -47,6 +52,11 @@ MEASURE_TOKENS = 1024
 default cascade reads 80 % of a context of 1,024 tokens or more), so the estimate errs low."""
 MEASURE_DOCUMENTS = 8
 """Documents the synthetic input is split into, like a small retrieval result."""
+ADOPT_FACTOR = 2.0
+"""A recorded throughput is adopted only between the replica's own measurement divided and
+multiplied by this. Measurements on one machine spread by about 15 % (3,328 to 3,840 tokens of
+budget); a factor of 2 leaves room for a busy moment and modestly unequal machines, and keeps a
+value written by anyone who can write the record within 2x of what the replica can do."""
 
 BudgetSource = Literal["setting", "stated", "measured", "shared", "no_deadline", "not_measured"]
 """Where the budget came from: ``RAGATTN_MAX_REQUEST_TOKENS``; derived from
@@ -58,17 +68,23 @@ nothing was measured (engines handed in to ``create_app``)."""
 class ThroughputRecord(Protocol):
     """The one measured throughput of a deployment, shared by its replicas (e.g. in Redis).
 
-    Neither method raises: a record that cannot be read or written answers None, and the replica
-    then keeps its own measurement (logged by the record).
+    :meth:`settle` never raises: a record that cannot be read or written answers None, and the
+    replica then keeps its own measurement (logged by the record).
     """
 
-    def get(self) -> float | None:
-        """The recorded proxy tokens per second, or None (none yet, or unreadable)."""
-        ...
+    def settle(self, tokens_per_second: float, acceptable: Callable[[float], bool]) -> float | None:
+        """The deployment's throughput, given this replica's measurement.
 
-    def publish(self, tokens_per_second: float) -> float | None:
-        """Record ``tokens_per_second`` unless a value is there already; return the value now
-        recorded (another replica's when it came first), or None when the record failed."""
+        The recorded value when ``acceptable`` accepts it. Otherwise (none recorded, a value
+        that is not a throughput, or one ``acceptable`` refuses) ``tokens_per_second`` is
+        written in its place, unless another replica changed the record meanwhile, and the
+        value then recorded is returned if ``acceptable`` accepts it (another replica's when it
+        came first). None: the record failed, or holds a value this replica refuses.
+
+        Args:
+            tokens_per_second: this replica's measurement, proxy tokens per second.
+            acceptable: whether a recorded value may be adopted (:func:`within_range`).
+        """
         ...
 
 
@@ -80,7 +96,7 @@ class RequestBudget:
         tokens: the budget in proxy tokens (query plus every document after truncation).
         source: where it came from (:data:`BudgetSource`).
         tokens_per_second: the throughput it was derived from, proxy tokens per second of the
-            slowest verb (None unless ``source`` is ``stated`` or ``measured``).
+            slowest verb (None unless ``source`` is ``stated``, ``measured`` or ``shared``).
         deadline_s: the request deadline it was derived for, seconds (0: none).
     """
 
@@ -133,6 +149,14 @@ def derive_budget(tokens_per_second: float, deadline_s: float) -> int:
     return max(MIN_TOKENS, min(MAX_TOKENS, tokens // STEP_TOKENS * STEP_TOKENS))
 
 
+def within_range(recorded: float, measured: float) -> bool:
+    """Whether a recorded throughput may be adopted by a replica that measured ``measured``:
+    finite, and within :data:`ADOPT_FACTOR` of it either way (both proxy tokens per second)."""
+    if not (math.isfinite(recorded) and recorded > 0):
+        return False
+    return measured / ADOPT_FACTOR <= recorded <= measured * ADOPT_FACTOR
+
+
 def choose_budget(
     settings: Settings,
     measure: Callable[[], float] | None,
@@ -146,11 +170,12 @@ def choose_budget(
         settings: ``max_request_tokens`` wins when set; else ``request_timeout_s`` and
             ``tokens_per_second`` derive it.
         measure: returns the measured throughput (proxy tokens per second of the slowest verb);
-            called only when the budget needs it and ``record`` holds none yet. None: nothing
-            can be measured (the budget is then :data:`MAX_TOKENS`, as before it followed the
-            deadline; ``record`` is not read).
-        record: the deployment's recorded throughput: adopted when present, else this
-            measurement is published to it (and another replica's adopted, had it come first).
+            called once when the budget follows the deadline, also with a ``record`` (its value
+            is checked against the measurement). None: nothing can be measured (the budget is
+            then :data:`MAX_TOKENS`, as before it followed the deadline; ``record`` is not read).
+        record: the deployment's recorded throughput: adopted when :func:`within_range` of this
+            measurement, else this measurement is recorded in its place (and another replica's
+            adopted, had it come first).
     """
     deadline = settings.request_timeout_s
     if settings.max_request_tokens is not None:
@@ -175,16 +200,15 @@ def choose_budget(
 def _measured(
     measure: Callable[[], float], record: ThroughputRecord | None
 ) -> tuple[float, BudgetSource]:
-    """The recorded throughput if there is one, else this measurement (published to the record,
-    which keeps the first replica's if two measured at once)."""
-    if record is None:
-        return measure(), "measured"
-    recorded = record.get()
-    if recorded is not None:
-        return recorded, "shared"
+    """This measurement, or the recorded throughput when it is within range of it (the record
+    keeps the first replica's if two measured at once)."""
     tps = measure()
-    agreed = record.publish(tps)
-    return (agreed, "shared") if agreed is not None else (tps, "measured")
+    if record is None:
+        return tps, "measured"
+    agreed = record.settle(tps, functools.partial(within_range, measured=tps))
+    if agreed is None or not within_range(agreed, tps):
+        return tps, "measured"
+    return agreed, "shared"
 
 
 def synthetic_input(
@@ -235,6 +259,7 @@ def measure_tokens_per_second(
 
 
 __all__ = [
+    "ADOPT_FACTOR",
     "MAX_TOKENS",
     "MEASURE_TOKENS",
     "MIN_TOKENS",
@@ -247,4 +272,5 @@ __all__ = [
     "derive_budget",
     "measure_tokens_per_second",
     "synthetic_input",
+    "within_range",
 ]

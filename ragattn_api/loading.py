@@ -14,6 +14,7 @@ import functools
 import hashlib
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,7 @@ from ragattn.cache import Cache, redis_errors
 from ragattn.errors import ModelLoadError
 from ragattn.limits import LimitChecker, Limits
 from ragattn.request_budget import (
+    ADOPT_FACTOR,
     RequestBudget,
     ThroughputRecord,
     choose_budget,
@@ -43,6 +45,23 @@ logger = logging.getLogger(__name__)
 
 BUDGET_KEY_PREFIX = "ragattn:budget:v1:"
 """Redis key of a deployment's measured throughput, followed by a digest of its fingerprint."""
+BUDGET_TTL_S = 86_400
+"""Seconds the recorded throughput lives after it is written (a day). It only has to outlive one
+rollout or a day's scale-ups, whose replicas start close together and must agree; after a day the
+next replica to start measures and records anew, so a wrong value within range (written by hand,
+or measured at a busy moment) lasts at most a day, and a new machine under the same version is
+measured again without anyone deleting the key."""
+
+_REPLACE_IF_UNCHANGED = """
+local current = redis.call('GET', KEYS[1])
+if (ARGV[1] == '0' and not current) or (ARGV[1] == '1' and current == ARGV[2]) then
+    redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
+end
+return redis.call('GET', KEYS[1])
+"""
+"""Write ARGV[3] with a TTL of ARGV[4] s only if the key still holds what the replica read
+(absent when ARGV[1] is '0', else the bytes ARGV[2]); return the key's value after. One script:
+atomic, so of two replicas that found the same bad value only the first replaces it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,18 +145,23 @@ def warm_up_requests(reranker: Reranker, compressor: Compressor | None) -> None:
 
 class RedisThroughput:
     """A deployment's measured throughput in Redis, the first replica's measurement, adopted by
-    every later one (a :class:`~ragattn.request_budget.ThroughputRecord`).
+    every later one within range of its own (a :class:`~ragattn.request_budget.ThroughputRecord`).
 
     One string key per fingerprint (weights, code, assets, methods: a new version measures
-    anew), without a TTL: the compose file's ``volatile-lru`` never evicts it. Read and written
-    once, at start-up, on the model thread, hence the synchronous client.
+    anew), written with a TTL of :data:`BUDGET_TTL_S` (a value adopted without one, written by
+    hand or by an older version, is given one). A value that is not a positive finite
+    number, or that the replica's range check refuses, is replaced by the replica's own
+    measurement (a warning in the log), atomically and only if no other replica changed it
+    meanwhile. Read and written once, at start-up, on the model thread, hence the synchronous
+    client.
     """
 
-    def __init__(self, url: str, key: str, *, timeout_s: float) -> None:
+    def __init__(self, url: str, key: str, *, timeout_s: float, ttl_s: int = BUDGET_TTL_S) -> None:
         self.url = url
         self.key = key
+        self.ttl_s = ttl_s
         self._timeout_s = timeout_s
-        self._errors: tuple[type[BaseException], ...] = (*redis_errors(), ValueError)
+        self._errors: tuple[type[BaseException], ...] = redis_errors()
 
     def _client(self) -> Any:
         redis = require("redis", extra="redis")
@@ -145,34 +169,55 @@ class RedisThroughput:
             self.url, socket_timeout=self._timeout_s, socket_connect_timeout=self._timeout_s
         )
 
-    def _read(self, client: Any) -> float | None:
-        raw = client.get(self.key)
-        if raw is None:
-            return None
-        value = float(raw)  # ValueError: not a number (caught with the Redis errors)
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{value!r} is not a throughput")
-        return value
-
-    def get(self) -> float | None:
+    def settle(self, tokens_per_second: float, acceptable: Callable[[float], bool]) -> float | None:
         try:
             with self._client() as client:
-                value = self._read(client)
+                raw = client.get(self.key)
+                recorded = _throughput(raw)
+                if recorded is not None and acceptable(recorded):
+                    logger.info(
+                        "request budget: %.1f tokens/s recorded under %s", recorded, self.key
+                    )
+                    if client.ttl(self.key) == -1:  # written without one (by hand, an old version)
+                        client.expire(self.key, self.ttl_s)
+                    return recorded
+                if raw is not None:
+                    self._refused(raw, tokens_per_second)
+                args = ("0", "") if raw is None else ("1", raw)
+                after = client.eval(
+                    _REPLACE_IF_UNCHANGED,
+                    1,
+                    self.key,
+                    *args,
+                    repr(tokens_per_second),
+                    self.ttl_s,
+                )
         except self._errors as exc:
             self._unshared(exc)
             return None
-        if value is not None:
-            logger.info("request budget: %.1f tokens/s recorded under %s", value, self.key)
-        return value
-
-    def publish(self, tokens_per_second: float) -> float | None:
-        try:
-            with self._client() as client:
-                client.set(self.key, repr(tokens_per_second), nx=True)
-                return self._read(client)  # ours, or the replica's that came first
-        except self._errors as exc:
-            self._unshared(exc)
+        agreed = _throughput(after)  # ours, or the replica's that came first
+        if agreed is None or not acceptable(agreed):
+            logger.warning(
+                "the request budget is not shared: another replica recorded %s under %s, "
+                "outside this replica's range; this replica uses its own measurement "
+                "(%.1f tokens/s)",
+                _shown(after),
+                self.key,
+                tokens_per_second,
+            )
             return None
+        return agreed
+
+    def _refused(self, raw: bytes, tokens_per_second: float) -> None:
+        logger.warning(
+            "the recorded request budget throughput %s under %s is not a throughput within "
+            "%gx of this replica's %.1f tokens/s; not adopted, replaced by this replica's "
+            "measurement (whoever writes this key is trusted with the budget within that range)",
+            _shown(raw),
+            self.key,
+            ADOPT_FACTOR,
+            tokens_per_second,
+        )
 
     def _unshared(self, exc: BaseException) -> None:
         logger.warning(
@@ -182,6 +227,25 @@ class RedisThroughput:
             exc,
             self.key,
         )
+
+
+def _throughput(raw: bytes | None) -> float | None:
+    """A recorded value as proxy tokens per second; None when absent or not a positive finite
+    number (``b"fast"``, ``b"nan"``, ``b"-1"``)."""
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def _shown(raw: bytes | None) -> str:
+    """A recorded value for the log: at most 64 bytes, quoted (anyone may have written it)."""
+    if raw is None:
+        return "nothing"
+    return repr(raw[:64]) + (f" ({len(raw)} bytes)" if len(raw) > 64 else "")
 
 
 def throughput_record(settings: Settings, fingerprint: str) -> ThroughputRecord | None:
@@ -268,6 +332,7 @@ def build_service(
 
 __all__ = [
     "BUDGET_KEY_PREFIX",
+    "BUDGET_TTL_S",
     "HandedIn",
     "LoadedService",
     "RedisThroughput",
