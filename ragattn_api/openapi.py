@@ -261,6 +261,7 @@ def tighten(
         if isinstance(schema, Schema):
             schema.all_of = extra
     _describe_prune(schemas)
+    _describe_limits(schemas)
     for name, field in (
         ("RerankRequest", "documents"),
         ("RerankRequest", "texts"),
@@ -342,6 +343,35 @@ def _describe_prune(schemas: dict[str, Any]) -> None:
     text = _property(result, "pruned_text") if isinstance(result, Schema) else None
     if text is not None:
         text.description = _PRUNED_TEXT_HELP
+
+
+_MAX_TOKENS_PER_DOC_HELP = (
+    "Optional: the most proxy tokens of each document, its title and text together. A longer "
+    "document has its text cut at a token boundary (never its title) and a warning says so, "
+    "instead of a 413; the cut text is a prefix of the one sent, so offsets index the text as "
+    "sent. Above the server's limit (RAGATTN_MAX_TOKENS_PER_DOC) it changes nothing. A 413 "
+    "about a document or the request's size names the value of this field (or the split) under "
+    "which the same documents are accepted."
+)
+_TITLE_HELP = (
+    "Optional: read by the proxy before the text, so it counts with the text against "
+    "max_tokens_per_doc and the request budget; never truncated (a title alone at the "
+    "per-document limit is a 413 naming documents[i].title)."
+)
+
+
+def _describe_limits(schemas: dict[str, Any]) -> None:
+    """``max_tokens_per_doc`` on every route with documents, and what a document's ``title``
+    counts for."""
+    for name in ("RerankRequest", "CompressRequest", "RerankCompressRequest"):
+        schema = schemas.get(name)
+        prop = _property(schema, "max_tokens_per_doc") if isinstance(schema, Schema) else None
+        if prop is not None:
+            prop.description = _MAX_TOKENS_PER_DOC_HELP
+    document = schemas.get("DocumentIn")
+    title = _property(document, "title") if isinstance(document, Schema) else None
+    if title is not None:
+        title.description = _TITLE_HELP
 
 
 _RERANK_METHOD_HELP = (

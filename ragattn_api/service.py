@@ -112,8 +112,9 @@ class _ModelCall:
 
     @property
     def chars(self) -> int:
-        """Characters of the query and documents: what decides where the precheck runs."""
-        return len(self.query) + sum(len(d.text) for d in self.documents)
+        """Characters of the query and documents (titles too): what decides where the precheck
+        runs."""
+        return len(self.query) + sum(len(d.text) + len(d.title or "") for d in self.documents)
 
 
 class Service(MethodEngines):
@@ -251,7 +252,13 @@ class Service(MethodEngines):
     async def compress(
         self, req: CompressRequest, *, notes: Sequence[str] = ()
     ) -> tuple[CompressResponse, bool]:
-        """Compress the request's documents under its one budget."""
+        """Compress the request's documents under its one budget.
+
+        ``max_tokens_per_doc`` truncates as on the rerank routes: each longer document's text is
+        cut so that its title and text have at most that many tokens, with a warning in
+        ``warnings``; the compression reads, scores and counts (``origin_tokens``) the cut
+        documents, and kept spans index the text as sent (a cut text is a prefix of it).
+        """
         documents = req.resolved_documents()
         args = VerbArgs(
             verb="compress",
@@ -259,9 +266,10 @@ class Service(MethodEngines):
             keep_order=req.keep_order,
             language=req.language,
             first_stage_order=_order(req.first_stage_order, documents),
+            truncate_to=req.max_tokens_per_doc,
         )
         method = self._compress_method(req.method)
-        params = {"method": self._compress_name(method), **args.params()}
+        params = {"method": self._compress_name(method), **args.params(), **_cap(req)}
 
         def score(checked: CheckedInput) -> CompressResponse:
             compressor = self.compressor(method)
@@ -277,7 +285,11 @@ class Service(MethodEngines):
     async def rerank_compress(
         self, req: RerankCompressRequest, *, notes: Sequence[str] = ()
     ) -> tuple[RerankCompressResponse, bool]:
-        """Rank and compress from one scoring pass (the compressor's ``rerank_and_compress``)."""
+        """Rank and compress from one scoring pass (the compressor's ``rerank_and_compress``).
+
+        ``max_tokens_per_doc`` truncates as on ``/v1/compress`` (the warning in
+        ``meta.warnings``, as on the rerank routes); ranked and compressed are the cut documents.
+        """
         documents = req.resolved_documents()
         budget = req.resolved_budget()
         top_n = _clamped(req.resolved_top_n(), len(documents))
@@ -288,12 +300,14 @@ class Service(MethodEngines):
             keep_order=req.keep_order,
             language=req.language,
             first_stage_order=_order(req.first_stage_order, documents),
+            truncate_to=req.max_tokens_per_doc,
         )
         method = self._compress_method(req.method)
         params = {
             "method": self._compress_name(method),
             "return_documents": req.return_documents,
             **args.params(),
+            **_cap(req),
         }
 
         def score(checked: CheckedInput) -> RerankCompressResponse:
@@ -528,6 +542,12 @@ class Service(MethodEngines):
     async def cache_healthy(self) -> bool:
         """False while cache reads fail (the service answers without it: degraded)."""
         return await self.cache.healthy()
+
+
+def _cap(req: CompressRequest) -> dict[str, int]:
+    """A compress route's ``max_tokens_per_doc`` as a cache key parameter (none when not sent,
+    so the keys of requests without it are those they had before the field existed)."""
+    return {} if req.max_tokens_per_doc is None else {"max_tokens_per_doc": req.max_tokens_per_doc}
 
 
 def _kept(body: S) -> S:

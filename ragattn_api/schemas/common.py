@@ -49,7 +49,11 @@ value is a 400)."""
 
 
 class DocumentIn(Struct, kw_only=True):
-    """A document object: ``text`` is required; ``id``, ``title`` and ``metadata`` are kept."""
+    """A document object: ``text`` is required; ``id``, ``title`` and ``metadata`` are kept.
+
+    The proxy reads ``title`` before ``text``, so it counts with the text against
+    ``max_tokens_per_doc`` (the server's limit and the caller's cap) and the request budget; a
+    cap cuts the text, never the title."""
 
     text: str
     id: str | Int64 | None = None

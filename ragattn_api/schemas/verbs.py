@@ -82,7 +82,9 @@ class RerankRequest(Struct, kw_only=True):
     stays Cohere's field, accepted and ignored: Cohere clients always send one of Cohere's model
     names, which must not change or break the ranking. ``prune`` (ours, optional) asks for each
     result's kept sentences under one budget, ranked and pruned from the compressor's one read
-    (:meth:`resolved_prune`); it excludes ``method``.
+    (:meth:`resolved_prune`); it excludes ``method``. ``max_tokens_per_doc`` (Cohere's) cuts each
+    longer document's text so that its title and text have at most that many proxy tokens, with
+    a warning; above ``RAGATTN_MAX_TOKENS_PER_DOC`` it changes nothing.
     """
 
     query: Text
@@ -283,12 +285,16 @@ class CompressRequest(Struct, kw_only=True):
     documents' indices in the caller's retriever order, best first, when they come ranked: the
     read weighs each document's relevance with that order by ``RAGATTN_COMPRESS_FIRST_STAGE_PRIOR``
     (default 0: checked, not read; a permutation of the indices, else a 422 ``invalid_order``;
-    without it no position is read as a rank).
+    without it no position is read as a rank). ``max_tokens_per_doc`` (optional, the rerank
+    routes' field) truncates: each document longer than that many proxy tokens, its title and
+    text together, has its text cut (never its title) with a warning, instead of a 413; above
+    ``RAGATTN_MAX_TOKENS_PER_DOC`` it changes nothing.
     """
 
     query: Text
     documents: Annotated[list[str | DocumentIn], Meta(min_length=1)] | None = None
     context: str | Annotated[list[str], Meta(min_length=1)] | None = None
+    max_tokens_per_doc: Cap | None = None
     ratio: Fraction | None = None
     rate: Fraction | None = None
     target_tokens: TokenCount | None = None
