@@ -275,11 +275,20 @@ def request_budget(
 
 def service_limits(settings: Settings, budget: RequestBudget) -> Limits:
     """The limits of ``settings`` under ``budget``. The per-document limit is at most the
-    request budget: the per-document 413 advises sending ``max_tokens_per_doc`` up to it, and
-    advice above the budget would only earn another 413."""
+    request budget (a longer document could never be served), and then says so: the 413 that
+    names the limit credits the number to the budget, not to ``RAGATTN_MAX_TOKENS_PER_DOC``. The
+    advice of a 413 is computed from each request (:mod:`ragattn.limits.advice`), not from this
+    limit."""
     limits = Limits.from_settings(settings, budget)
+    if limits.max_tokens_per_doc <= limits.max_request_tokens:
+        return limits
     return dataclasses.replace(
-        limits, max_tokens_per_doc=min(limits.max_tokens_per_doc, limits.max_request_tokens)
+        limits,
+        max_tokens_per_doc=limits.max_request_tokens,
+        max_tokens_per_doc_basis=(
+            f"RAGATTN_MAX_TOKENS_PER_DOC={limits.max_tokens_per_doc} lowered to the request "
+            f"budget, {limits.max_request_tokens} tokens"
+        ),
     )
 
 
