@@ -91,7 +91,7 @@ class _Atom:
 
 
 @lru_cache(maxsize=1)
-def _parser() -> MarkdownIt:
+def block_parser() -> MarkdownIt:
     """CommonMark with GFM tables; block rules only (headings are parsed inline on their own)."""
     return MarkdownIt("commonmark").enable("table").disable("inline")
 
@@ -103,7 +103,7 @@ def front_matter_end(text: str) -> int:
     A ``---`` first line with no closing line is no front matter (it is a thematic break).
     """
     start = 1 if text.startswith("\ufeff") else 0
-    lines = _line_starts(text, start)
+    lines = line_starts(text, start)
     first_end = _line_end(text, lines, 0)
     if text[start:first_end].rstrip() != "---":
         return start
@@ -113,8 +113,9 @@ def front_matter_end(text: str) -> int:
     return start
 
 
-def _line_starts(text: str, start: int) -> list[int]:
-    """Offsets of every line start of ``text[start:]`` (markdown-it's line numbering)."""
+def line_starts(text: str, start: int = 0) -> list[int]:
+    """Offsets of every line start of ``text[start:]``, by markdown-it's own newline rule (CRLF,
+    lone CR, LF), so line ``k`` is the line a token's ``map`` names ``k - first line``."""
     return [start, *(m.end() for m in _LINE_END.finditer(text, start))]
 
 
@@ -186,7 +187,7 @@ def markdown_chunks(
             f"chunk overlap must be in [0, {max_words}) words (below the chunk size), got {overlap}"
         )
     body = front_matter_end(text)
-    lines = _line_starts(text, body)
+    lines = line_starts(text, body)
     sections = _sections(text, body, lines, max_words)
     out: list[MarkdownChunk] = []
     for section in sections:
@@ -199,7 +200,7 @@ def markdown_chunks(
 
 def _sections(text: str, body: int, lines: list[int], max_words: int) -> list[_Section]:
     """The sections of the body, each with its blocks' atoms, regions tiling the body."""
-    tokens = _parser().parse(text[body:])
+    tokens = block_parser().parse(text[body:])
     blocks: list[tuple[int, int, Token, str]] = []  # (first line, end line, token, heading)
     for i, token in enumerate(tokens):
         if token.map is None:
@@ -402,6 +403,8 @@ __all__ = [
     "chunk_markdown_documents",
     "front_matter_end",
     "heading_path",
+    "block_parser",
     "heading_text",
+    "line_starts",
     "markdown_chunks",
 ]

@@ -34,6 +34,8 @@ from typing import Any, Literal
 from ragattn.compress import DOC_JOINER
 from ragattn.errors import InvalidInputError
 from ragattn.lab.evaluation import datasets as ds
+from ragattn.lab.evaluation.markdown_checks import StructureBreaks
+from ragattn.lab.evaluation.markdown_checks import structure_breaks as markdown_breaks
 from ragattn.lab.evaluation.metrics import TokenizerLike, count_tokens, normalize_answer
 from ragattn.lab.probe_training import SQUAD_EVAL_QUESTIONS, TWOWIKI_TRAIN_FROM
 from ragattn.languages import AUTO, check_language
@@ -183,6 +185,16 @@ SETS: Mapping[str, ContextSet] = {
         default_limit=SQUAD_EVAL_QUESTIONS,
         end=SQUAD_EVAL_QUESTIONS,
     ),
+    "techdocs": ContextSet(
+        path="",
+        load=lambda p, n, language: ds.load_techdocs("dev", n, language=language),
+        ranked=True,
+    ),
+    "techdocs-test": ContextSet(
+        path="",
+        load=lambda p, n, language: ds.load_techdocs("test", n, language=language),
+        ranked=True,
+    ),
     **{
         f"xquad-{lang}": ContextSet(
             path=f"xquad/xquad.{lang}.json",
@@ -197,7 +209,11 @@ top-20 abstracts (``scifact-train``: the train claims, for choosing defaults), S
 1,000 answerable questions over their article's paragraphs; and
 XQuAD (``xquad-de``, ``xquad-zh``, ...: the first question of each of its 48 articles over the
 article's paragraphs, the same questions in every language; not in the shared folder: put
-google-deepmind/xquad's ``xquad.LANG.json`` files, CC BY-SA 4.0, in ``DATA/xquad/``)."""
+google-deepmind/xquad's ``xquad.LANG.json`` files, CC BY-SA 4.0, in ``DATA/xquad/``); and
+``techdocs`` (its dev questions) / ``techdocs-test`` (its held-out projects): questions answered in
+the code, tables and prose of installed packages' READMEs, each over 20 section chunks in BM25's
+order (:mod:`ragattn.lab.evaluation.datasets.techdocs`; no data folder: the READMEs are read from
+the installed packages)."""
 
 
 def load_context_set(
@@ -363,6 +379,30 @@ def candidate_texts(question: ContextQuestion, spans: Iterable[SpanRef]) -> dict
         parts = [text[a : next((s for s in starts if s >= b), len(text))] for a, b in sorted(kept)]
         out[doc] = "".join(parts).rstrip()
     return out
+
+
+def structure_breaks(question: ContextQuestion, spans: Iterable[SpanRef]) -> StructureBreaks:
+    """The broken Markdown structure of a kept context, summed over the candidates it touches
+    (:func:`ragattn.lab.evaluation.markdown_checks.structure_breaks` of each candidate's kept
+    spans, its kept text each kept range followed by the whitespace after it in the source):
+    open fences, table rows without their header, code lines cut."""
+    by_doc: dict[int, list[tuple[int, int]]] = {}
+    for doc, start, end in spans:
+        by_doc.setdefault(doc, []).append((start, end))
+    total = StructureBreaks()
+    for doc, ranges in by_doc.items():
+        text = question.candidates[doc].text
+        # each kept range with the whitespace after it, as the kept text joins them
+        kept = "".join(text[a:b] + _trailing_space(text, b) for a, b in sorted(ranges)).rstrip()
+        total += markdown_breaks(text, ranges, kept)
+    return total
+
+
+def _trailing_space(text: str, end: int) -> str:
+    stop = end
+    while stop < len(text) and text[stop].isspace():
+        stop += 1
+    return text[end:stop]
 
 
 def context_text(question: ContextQuestion, spans: Sequence[SpanRef]) -> str:

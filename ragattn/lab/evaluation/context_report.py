@@ -22,9 +22,11 @@ from ragattn.lab.evaluation.context import (
     Outcome,
     budget_label,
     extractive,
+    structure_breaks,
 )
 from ragattn.lab.evaluation.context_systems import ContextSystems
 from ragattn.lab.evaluation.harness import fmt_cell, mean_or_none
+from ragattn.lab.evaluation.markdown_checks import StructureBreaks
 from ragattn.languages import AUTO
 from ragattn.types import Budget, to_plain
 
@@ -85,6 +87,10 @@ class ContextRow:
         tokens: kept tokens per question (proxy tokenizer).
         seconds: wall-clock seconds per question.
         over_ids: the questions whose kept text is longer than the tokens given.
+        broken: broken Markdown structure per question (open fences, table rows without their
+            header, code lines cut: :func:`~ragattn.lab.evaluation.context.structure_breaks`);
+            None when the row was summarized without its questions.
+        breaks: the three counts summed over the questions; None likewise.
     """
 
     budget: str
@@ -96,12 +102,28 @@ class ContextRow:
     tokens: float
     seconds: float
     over_ids: tuple[str, ...]
+    broken: float | None = None
+    breaks: StructureBreaks | None = None
 
 
-def summarize(outcomes: Sequence[Outcome], *, budget: str, system: str) -> ContextRow:
-    """The row of ``system`` at ``budget`` from its outcomes (one per question)."""
+def summarize(
+    outcomes: Sequence[Outcome],
+    *,
+    budget: str,
+    system: str,
+    questions: Mapping[str, ContextQuestion] | None = None,
+) -> ContextRow:
+    """The row of ``system`` at ``budget`` from its outcomes (one per question); with the
+    ``questions`` (by id), the broken Markdown structure of each kept context too (from the
+    outcome's spans, so cached outcomes are counted as well)."""
     if not outcomes:
         raise InvalidInputError(f"no outcome of {system} at {budget}")
+    broken: float | None = None
+    breaks: StructureBreaks | None = None
+    if questions is not None:
+        each = [structure_breaks(questions[o.qid], o.spans) for o in outcomes]
+        broken = float(np.mean([b.total for b in each]))
+        breaks = sum(each, StructureBreaks())
     return ContextRow(
         budget=budget,
         system=system,
@@ -116,6 +138,8 @@ def summarize(outcomes: Sequence[Outcome], *, budget: str, system: str) -> Conte
         tokens=float(np.mean([o.tokens for o in outcomes])),
         seconds=float(np.mean([o.seconds for o in outcomes])),
         over_ids=tuple(o.qid for o in outcomes if o.over),
+        broken=broken,
+        breaks=breaks,
     )
 
 
@@ -145,8 +169,9 @@ class ContextReport:
             f"{self.threads} torch threads; systems {self.fingerprint}",
             "",
             f"| budget | system | evidence recall (n={self.num_with_gold}) | answer kept "
-            f"(n={self.num_with_answer}) | passages | tokens | s / question | over |",
-            "|---|---|---|---|---|---|---|---|",
+            f"(n={self.num_with_answer}) | passages | tokens | s / question | over | broken "
+            "(fence / row / code) |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in self.rows:
             name = r.system if r.matched else f"{r.system} *"
@@ -156,12 +181,15 @@ class ContextReport:
                 fmt_cell(r.tokens, 1),
                 fmt_cell(r.seconds),
                 str(len(r.over_ids)),
+                _broken_cell(r),
             ]
             lines.append("| " + " | ".join(cells) + " |")
         lines += [
             "",
             "\\* at the budget itself; every other row gets one-read's tokens of each question, "
-            "never more (over: questions past the tokens given).",
+            "never more (over: questions past the tokens given). broken: Markdown structure "
+            "broken per question (fences left open, table rows kept without their header, code "
+            "lines cut), and each count summed over the questions.",
         ]
         lines += [
             f"over budget: {r.system} at {r.budget}: {', '.join(r.over_ids[:10])}"
@@ -180,6 +208,13 @@ class ContextReport:
         for outcome in out["outcomes"]:
             outcome.pop("spans", None)
         return out
+
+
+def _broken_cell(row: ContextRow) -> str:
+    if row.broken is None or row.breaks is None:
+        return fmt_cell(None)
+    b = row.breaks
+    return f"{fmt_cell(row.broken, 2)} ({b.fences} / {b.rows} / {b.code_lines})"
 
 
 def evaluate_context(
@@ -243,6 +278,7 @@ def _report(
 ) -> ContextReport:
     import torch
 
+    by_id = {q.qid: q for q in questions}
     return ContextReport(
         dataset=dataset,
         language=systems.language,
@@ -253,7 +289,9 @@ def _report(
         cpu_capability=str(torch.backends.cpu.get_cpu_capability()),
         threads=torch.get_num_threads(),
         fingerprint=cache.fingerprint if cache else systems.fingerprint(),
-        rows=tuple(summarize(o, budget=b, system=s) for (b, s), o in by_row.items()),
+        rows=tuple(
+            summarize(o, budget=b, system=s, questions=by_id) for (b, s), o in by_row.items()
+        ),
         outcomes=tuple(o for outs in by_row.values() for o in outs),
     )
 
