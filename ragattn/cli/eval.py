@@ -267,6 +267,8 @@ CONTEXT_SETS = (
     "scifact",
     "scifact-train",
     "squad",
+    "techdocs",
+    "techdocs-test",
     *(
         f"xquad-{lang}"
         for lang in ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
@@ -288,7 +290,9 @@ def eval_context(
         "XQuAD per language (its files in DATA/xquad/), "
         "SciFact test claims over BM25 top-20 abstracts (scifact-train: its train claims, 40 "
         "by default, for choosing defaults), SQuAD's first 1,000 answerable "
-        "questions over their article's paragraphs).",
+        "questions over their article's paragraphs, techdocs: questions answered in the code, "
+        "tables and prose of installed packages' READMEs over 20 section chunks each, in BM25's "
+        "order (techdocs-test: its held-out projects; no data folder needed)).",
     ),
     data_dir: Path = typer.Option(
         Path("../shared/data"), envvar="RAGATTN_DATA_DIR", help="The shared data folder."

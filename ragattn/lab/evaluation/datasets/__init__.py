@@ -46,6 +46,7 @@ from ragattn.lab.evaluation.datasets.readers import (
     read_jsonl,
     read_trec_qrels,
 )
+from ragattn.lab.evaluation.datasets.techdocs import load_techdocs
 
 __all__ = [
     "BeirDataset",
@@ -71,6 +72,7 @@ __all__ = [
     "load_scifact_retrieved",
     "load_squad",
     "load_squad_articles",
+    "load_techdocs",
     "load_xquad_articles",
     "read_beir_qrels",
     "read_json",
