@@ -379,7 +379,7 @@ class LimitChecker:
 
     def _ceilings(self, texts: Sequence[str], stops: Sequence[int]) -> list[int]:
         """Upper bounds on the tokens of ``texts``, each capped at its stop (a text over its stop
-        is counted as the stop: no advice reaches it). Texts of at most their stop characters are
+        is counted as the stop: no advice reaches it). Texts that may be within their stop are
         tokenized while :data:`_ADVICE_TOKENIZED_CHARS` last, shortest first; the others count
         their UTF-8 bytes plus one, an upper bound for the vocabularies :class:`TokenFloor`
         supports (a token holds at least one byte; SentencePiece may add one for its leading
@@ -391,10 +391,8 @@ class LimitChecker:
         left = _ADVICE_TOKENIZED_CHARS
         for i in sorted(range(len(texts)), key=lambda j: len(texts[j])):
             text, stop = texts[i], stops[i]
-            if (per_token is not None and len(text) > stop * per_token) or (
-                by_bytes and len(text) > stop
-            ):
-                continue  # at least ``stop`` tokens, or at most ``stop`` counted
+            if per_token is not None and len(text) > stop * per_token:
+                continue  # more than ``stop`` tokens, counted as ``stop``
             if not by_bytes or len(text) <= left:
                 left -= len(text)
                 exact.append(i)

@@ -66,11 +66,11 @@ async def test_a_request_over_the_token_budget_is_refused_before_it_is_queued(
             assert not held.done(), "the held request finished: the refusals proved nothing"
             gated.gate.set()
             assert (await held).status_code == 200
-            # Tokens are counted after truncation: the same documents cut to 4 tokens fit.
-            cut = await c.post(
-                "/v2/rerank",
-                json={"query": "capital?", "documents": [SENTENCE] * 24, "max_tokens_per_doc": 4},
-            )
+            # Tokens are counted after truncation: 8 of these documents are over 200 with the
+            # prompt's own parts, and fit once cut to 4 tokens each.
+            eight = {"query": "capital?", "documents": [SENTENCE] * 8}
+            assert (await c.post("/v2/rerank", json=eight)).status_code == 413
+            cut = await c.post("/v2/rerank", json={**eight, "max_tokens_per_doc": 4})
             assert cut.status_code == 200, cut.text
             assert any("truncated" in w for w in cut.json()["meta"]["warnings"])
 
