@@ -231,10 +231,6 @@ class LimitChecker:
     def _counts(self, texts: Sequence[str]) -> list[int]:
         return [len(o) for o in self.tokens.offsets(texts)]
 
-    def _chars_bound(self, max_tokens: int) -> int | None:
-        per_token = self.tokens.max_token_chars
-        return None if per_token is None else max_tokens * per_token
-
     def check_count(self, n_documents: int) -> None:
         """Refuse no documents, or more than ``max_documents``."""
         if n_documents < 1:
@@ -484,17 +480,16 @@ class LimitChecker:
 
         for i, (t, n) in enumerate(zip(titles, counts, strict=True)):
             self._refuse_document(i, t, n, cap, shape, exact=True)
-        prompt = self.prompt.total(len(documents), _titled(documents))
-        total = q_tokens + sum(counts) + prompt
-        if total > self.limits.max_request_tokens:
-            raise self._request_too_large(str(total), shape(), cap)
-        return CheckedInput(
+        checked = CheckedInput(
             documents=tuple(docs),
             query_tokens=q_tokens,
             document_tokens=tuple(counts),
-            prompt_tokens=prompt,
+            prompt_tokens=self.prompt.total(len(documents), _titled(documents)),
             warnings=tuple(warnings),
         )
+        if checked.request_tokens > self.limits.max_request_tokens:
+            raise self._request_too_large(str(checked.request_tokens), shape(), cap)
+        return checked
 
     def truncate(
         self, documents: Sequence[Document], max_tokens: int, *, titles: Sequence[int] | None = None
