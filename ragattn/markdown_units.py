@@ -12,9 +12,12 @@ header. A document that is Markdown is therefore cut along its structure, parsed
   need no fence);
 - a table's header row and delimiter row are one unit (``table_header``), each data row another
   (``table_row``) that names its header: a kept row is emitted under the header;
-- every paragraph (so every list item's) and every heading is split into sentences by
-  :func:`~ragattn.sentences.split_sentences`, so a list item or a heading never shares a unit with
-  what follows it; each unit names the heading it falls under (``section``);
+- every paragraph (so every list item's) is split into sentences by
+  :func:`~ragattn.sentences.split_sentences`, read as Markdown renders it (a soft line break is a
+  space, inline code one opaque word), so a list item never shares a unit with what follows it;
+- a heading is the section title of what follows it: each unit names the heading it falls under
+  (``section``), and a heading is never a unit alone (kept without its section it would only
+  spend the budget);
 - YAML front matter, thematic breaks and container markers alone on a line are left out (no unit
   reads them; they lie between units).
 
@@ -30,6 +33,8 @@ from the kept spans.
 
 from __future__ import annotations
 
+import bisect
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -92,6 +97,9 @@ class MarkdownUnit:
     opens: bool = False
     closes: bool = False
     header: Span | None = None
+
+
+_BACKTICKS = re.compile(r"`+")
 
 
 def _parser() -> MarkdownIt:
@@ -226,6 +234,33 @@ def _line_pieces(lines: _Lines, spans: Sequence[Span]) -> list[Span]:
     return out
 
 
+def _as_rendered(piece: str) -> str:
+    """``piece`` (lines of one paragraph) with its line breaks as spaces and the inside of its
+    inline code spans as ``x``: the same length, so every offset is the source's. A code span
+    opens at a run of backticks and closes at the next run of the same length (CommonMark); a
+    run without a partner is literal. Linear in the length (a bisect per run)."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(piece)]
+    if not runs and "\n" not in piece and "\r" not in piece:
+        return piece
+    chars = list(piece.replace("\r", " ").replace("\n", " "))
+    by_length: dict[int, list[int]] = {}
+    for n, (a, b) in enumerate(runs):
+        by_length.setdefault(b - a, []).append(n)
+    n = 0
+    while n < len(runs):
+        same = by_length[runs[n][1] - runs[n][0]]
+        k = bisect.bisect_right(same, n)
+        if k == len(same):
+            n += 1
+            continue
+        close = same[k]
+        for i in range(runs[n][1], runs[close][0]):
+            if not chars[i].isspace():
+                chars[i] = "x"
+        n = close + 1
+    return "".join(chars)
+
+
 def _fence_span(lines: _Lines, n: int, markup: str) -> Span:
     """The fence on line ``n``: from its markup to the line's end, right-stripped."""
     line = lines.line(n)
@@ -266,19 +301,22 @@ class _Builder:
             self.covered[n] = True
 
     def prose(self, first: int, last: int, kind: UnitKind) -> None:
-        """Lines ``[first, last)`` split into sentences (their container markers included)."""
+        r"""Lines ``[first, last)`` split into sentences (their container markers included).
+
+        The splitter reads them as Markdown renders them: a soft line break is a space, and
+        inline code is one opaque word (a ``.`` in ``\`.venv\``` or ``\`os.path\``` ends no
+        sentence). Both are masked in a copy of the same length, so spans stay exact."""
         start, end = self.lines.starts[first], self.lines.ends[last - 1]
-        for s in split_sentences(self.text[start:end], language=self.language):
+        piece = _as_rendered(self.text[start:end])
+        for s in split_sentences(piece, language=self.language):
             self.add((start + s.start, start + s.end), kind)
 
     def heading(self, first: int, last: int) -> None:
+        """A heading is the section title of what follows it (every later unit's ``section``),
+        never a unit of its own: kept alone it would tell the generator nothing, and the read
+        sees it in the document's text (an index chunk carries it in its title)."""
         self.block += 1
-        span = self.lines.stripped(first, last)
-        if _utf8(self.text[span[0] : span[1]]) > MAX_SENTENCE_BYTES:
-            self.prose(first, last, "heading")
-        else:
-            self.add(span, "heading")
-        self.section = span
+        self.section = self.lines.stripped(first, last)
 
     def fence(self, token: Token, first: int, last: int) -> None:
         """A fenced block: whole, or pieces at line boundaries, each carrying its fences."""

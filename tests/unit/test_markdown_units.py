@@ -85,7 +85,6 @@ Intro sentence one. Intro sentence two.
 
 def test_nested_lists_and_a_code_block_in_a_list() -> None:
     assert _table(NESTED) == [
-        ("heading", "# Guide"),
         ("sentence", "Intro sentence one."),
         ("sentence", "Intro sentence two."),
         ("sentence", "- Top item."),
@@ -96,12 +95,12 @@ def test_nested_lists_and_a_code_block_in_a_list() -> None:
         ("sentence", "- Last item."),
     ]
     units = _units(NESTED)
-    code = units[7]
+    code = units[6]
     assert code.fence is not None and not code.opens and not code.closes  # behind the list
     assert NESTED[slice(*code.fence.opening)] == "```bash"
     assert NESTED[slice(*code.fence.closing)] == "```"
     # every unit falls under the guide's heading; the comment in the fence is no section
-    assert {u.section for u in units[1:]} == {(0, len("# Guide"))}
+    assert {u.section for u in units} == {(0, len("# Guide"))}
 
 
 TABLE = """## Options
@@ -119,13 +118,12 @@ def test_table_rows_name_their_header_and_keep_inline_code_and_pipes() -> None:
     kinds = [(u.kind, TABLE[u.start : u.end]) for u in units]
     header = "| option | meaning |\n|--------|---------|"
     assert kinds == [
-        ("heading", "## Options"),
         ("table_header", header),
         ("table_row", "| `a\\|b` | either `a` or `b` |"),
         ("table_row", "| `--fast` | skips the \\| check |"),
         ("table_row", "| plain | no code |"),
     ]
-    for row in units[2:]:
+    for row in units[1:]:
         assert row.header is not None and TABLE[slice(*row.header)] == header
         assert row.block == units[1].block
 
@@ -143,7 +141,6 @@ def test_a_fenced_block_is_one_unit_and_headings_inside_it_are_code() -> None:
 def test_front_matter_is_no_unit() -> None:
     text = "---\ntitle: Demo\ntags: [a, b]\n---\n# Demo\n\nBody text. More body.\n"
     assert _table(text) == [
-        ("heading", "# Demo"),
         ("sentence", "Body text."),
         ("sentence", "More body."),
     ]
@@ -205,9 +202,36 @@ def test_a_kept_row_is_joined_under_its_header_once() -> None:
     header = "| option | meaning |\n|--------|---------|"
     assert out == f"{header}\n| `a\\|b` | either `a` or `b` |\n| plain | no code |"
     assert added == [("table_header", header, 0)]
-    kept_header, added = _join(TABLE, ["## Options", header, "| plain | no code |"])
-    assert kept_header == f"## Options\n\n{header}\n| plain | no code |"
+    kept_header, added = _join(TABLE, [header, "| plain | no code |"])
+    assert kept_header == f"{header}\n| plain | no code |"
     assert added == []  # the header was kept on its own score: nothing repeated
+
+
+def test_a_heading_is_the_section_of_what_follows_and_never_a_unit() -> None:
+    text = "# Guide\n\nIntro.\n\n## Install\n\nRun it.\n\n```bash\npip install x\n```\n"
+    units = _units(text)
+    assert [text[u.start : u.end] for u in units] == [
+        "Intro.",
+        "Run it.",
+        "```bash\npip install x\n```",
+    ]
+    assert [text[slice(*u.section)] for u in units if u.section] == [
+        "# Guide",
+        "## Install",
+        "## Install",
+    ]
+
+
+def test_paragraphs_split_as_rendered_soft_breaks_and_inline_code() -> None:
+    text = (
+        "# Venv\n\nA folder with its own interpreter, so that each\nproject pins its versions."
+        " On Windows, run `.venv\\Scripts\\activate` instead. Then `os.path.join` works."
+    )
+    assert [text[u.start : u.end] for u in _units(text)] == [
+        "A folder with its own interpreter, so that each\nproject pins its versions.",
+        "On Windows, run `.venv\\Scripts\\activate` instead.",
+        "Then `os.path.join` works.",
+    ]
 
 
 def test_code_behind_a_list_is_joined_between_repeated_fences() -> None:
