@@ -38,8 +38,10 @@ from ragattn._optional import require
 from ragattn._version import __version__
 from ragattn.embed import Embedder, shared_embedder
 from ragattn.errors import InvalidInputError
+from ragattn.markdown_units import looks_like_markdown
 from ragattn.retrieve.bm25 import DEFAULT_BACKEND, Backend, BM25Retriever
 from ragattn.retrieve.corpus import (
+    MARKDOWN_SUFFIXES,
     Corpus,
     Hit,
     chunk_documents,
@@ -50,6 +52,7 @@ from ragattn.retrieve.corpus import (
 )
 from ragattn.retrieve.dense import DEFAULT_EXACT_MAX, DenseRetriever
 from ragattn.retrieve.hybrid import HybridRetriever
+from ragattn.retrieve.sections import chunk_markdown_documents
 from ragattn.types import Document, DocumentLike
 
 logger = logging.getLogger(__name__)
@@ -82,7 +85,7 @@ class Manifest:
     source_documents: int
     documents: int
     skipped: tuple[str, ...]
-    chunking: dict[str, int] | None
+    chunking: dict[str, int | str] | None
     content_hash: str
     bm25: dict[str, Any]
     dense: dict[str, Any] | None
@@ -186,7 +189,7 @@ class Index:
         source = _as_corpus(corpus, follow_symlinks=follow_symlinks)
         words = _chunk_size(chunk_words, source)
         docs = (
-            chunk_documents(source.documents, max_words=words, overlap=chunk_overlap)
+            _chunked(source, max_words=words, overlap=chunk_overlap)
             if words is not None
             else list(source.documents)
         )
@@ -225,7 +228,11 @@ class Index:
                 source_documents=len(source.documents),
                 documents=len(docs),
                 skipped=source.skipped,
-                chunking=None if words is None else {"max_words": words, "overlap": chunk_overlap},
+                chunking=(
+                    None
+                    if words is None
+                    else {"max_words": words, "overlap": chunk_overlap, "markdown": "sections"}
+                ),
                 content_hash=content_hash(docs),
                 bm25=bm25.config(),
                 dense=vectors.config() if vectors is not None else None,
@@ -338,6 +345,28 @@ def _as_corpus(corpus: str | Path | Sequence[DocumentLike], *, follow_symlinks: 
     if not docs:
         raise InvalidInputError("cannot build an index from no documents; pass at least one")
     return Corpus(documents=tuple(docs), source="<documents>", format="documents")
+
+
+def _chunked(source: Corpus, *, max_words: int, overlap: int) -> list[Document]:
+    """The corpus's documents chunked, in corpus order: a Markdown document (a folder's ``.md``
+    file, or a record whose text has a fence, a table or an ATX heading) at its headings, titled
+    with its heading path and never cut inside a code block, table or list item
+    (:func:`~ragattn.retrieve.sections.chunk_markdown_documents`; sections share no words, so
+    ``overlap`` is not applied to them); any other document in overlapping word windows
+    (:func:`~ragattn.retrieve.corpus.chunk_documents`)."""
+    out: list[Document] = []
+    for doc in source.documents:
+        if _is_markdown(doc, source.format):
+            out.extend(chunk_markdown_documents([doc], max_words=max_words))
+        else:
+            out.extend(chunk_documents([doc], max_words=max_words, overlap=overlap))
+    return out
+
+
+def _is_markdown(doc: Document, source_format: str) -> bool:
+    if source_format == "folder":
+        return str(doc.metadata.get("path", "")).lower().endswith(MARKDOWN_SUFFIXES)
+    return looks_like_markdown(doc.text)
 
 
 def _chunk_size(chunk_words: int | Literal["auto"] | None, source: Corpus) -> int | None:

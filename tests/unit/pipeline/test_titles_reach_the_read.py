@@ -63,7 +63,7 @@ def test_the_one_read_gets_the_headings_as_titles(demo_index: Path, compressor: 
 
     index = load_index(str(demo_index))
     titles = {d.id: d.title for d in index.documents}
-    assert len(titles) == 12 and all(titles.values())
+    assert len(titles) == 13 and all(titles.values())
     recorder = ReadRecorder(compressor)
     pipe = RAGPipeline(index, generator=FixedGenerator(), compressor=recorder)
     result = pipe.ask(QUESTION, PipelineOptions(top_k=5, mode="bm25"))

@@ -116,12 +116,12 @@ def test_markdown_title(text: str, title: str | None) -> None:
 
 
 def test_demo_corpus_is_titled() -> None:
-    """The shipped demo corpus starts every file with a heading: all twelve are titled."""
+    """The shipped demo corpus starts every file with a heading: all thirteen are titled."""
     from ragattn.pipeline import demo_corpus_dir
 
     corpus = read_corpus(demo_corpus_dir())
     titles = {d.id: d.title for d in corpus.documents}
-    assert len(titles) == 12 and all(titles.values())
+    assert len(titles) == 13 and all(titles.values())
     assert titles["eiffel-tower.md"] == "Eiffel Tower"
     assert titles["statue-of-liberty.md"] == "Statue of Liberty"
 

@@ -73,7 +73,7 @@ def test_folder_corpus_is_chunked(tmp_path: Path) -> None:
     (folder / "short.txt").write_text("tiny note about zebras")
     index = Index.build(folder, tmp_path / "idx", dense=False)
     assert [d.id for d in index.documents] == ["long.md#0", "long.md#1", "long.md#2", "short.txt"]
-    assert index.manifest.chunking == {"max_words": 200, "overlap": 40}
+    assert index.manifest.chunking == {"max_words": 200, "overlap": 40, "markdown": "sections"}
     assert index.search("w400", 5)[0].doc_id == "long.md#2"
     assert index.search("zebras", 5)[0].doc_id == "short.txt"
 
