@@ -35,8 +35,11 @@ class DemoScreen:
             use: the document probe, the selection, the MiniLM encoder); the proxy's own loading
             is ``proxy.load_seconds``.
         read_s: wall seconds of the read shown, a warm one (the same answer as the cold one).
-        stuffed: the default reranker's best passages, whole sentences, cut at the context's
-            token count (``context.compressed_tokens``, in the proxy's tokenizer).
+        stuffed: the default reranker's best passages, whole sentences (a Markdown passage's
+            whole structural units, joined as the read joins them:
+            :func:`~ragattn.lab.evaluation.context.stuff`), cut at the context's token count
+            (``context.compressed_tokens``, in the proxy's tokenizer; fences and table headers a
+            Markdown passage repeats are counted).
         stuffed_ids: the passages ``stuffed`` touches, in its order.
         stuffed_tokens: its length in the proxy's tokens (never more than the context's).
         rerank_method: the reranker that ordered ``stuffed``.

@@ -7,16 +7,22 @@ in the proxy's tokenizer (no special tokens), is ``T`` tokens. Every *matched* s
 exactly ``T`` tokens of that question, counted the same way on the text it returns:
 
 - ``rerank-stuff``: the default :class:`Reranker`'s order (query and candidates only, as the
-  service is called), whole sentences of the best passages (each passage's sentences in order)
-  until the next sentence would not fit;
+  service is called), whole units of the best passages (each passage's in order) until the next
+  unit would not fit: sentences, or a Markdown passage's structural units joined as the read
+  joins them (:func:`candidate_texts`), the fences and table headers they repeat counted;
 - ``rerank3-compress`` / ``rerank5-compress``: the same ranking's best k passages, compressed by
   the default compressor with ``target_tokens=T``;
 - ``lexical``: the lexical compressor over every candidate, ``target_tokens=T``;
 - ``first-stage``: the candidates stuffed like ``rerank-stuff``, in the order given.
 
 ``compress`` (the default compressor over every candidate at the budget itself) is shown beside
-``one-read``. Stuffing never exceeds ``T``; a compressor keeps its best sentence even when that
-alone is longer, so each row counts its questions over the tokens it was given.
+``one-read``. Every system splits and joins a candidate as the read does: a Markdown candidate
+along its structure (:func:`ragattn.markdown_units.document_units`, kept units joined as valid
+Markdown by :func:`ragattn.compress.assembly.document_text`), any other into sentences
+(:func:`ragattn.sentences.split_sentences`), so a stuffed context keeps its code blocks closed
+and its table rows under their headers as the read's does. Stuffing never exceeds ``T``; a
+compressor keeps its best sentence even when that alone is longer, so each row counts its
+questions over the tokens it was given.
 
 This module holds the sets, the budgets and the scoring of a kept context; the systems are in
 :mod:`ragattn.lab.evaluation.context_systems`, the run and its report in
@@ -32,6 +38,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ragattn.compress import DOC_JOINER
+from ragattn.compress.assembly import doc_text, document_text
+from ragattn.compress.features import Unit
 from ragattn.errors import InvalidInputError
 from ragattn.lab.evaluation import datasets as ds
 from ragattn.lab.evaluation.markdown_checks import StructureBreaks
@@ -40,8 +48,8 @@ from ragattn.lab.evaluation.metrics import TokenizerLike, count_tokens, normaliz
 from ragattn.lab.probe_training import SQUAD_EVAL_QUESTIONS, TWOWIKI_TRAIN_FROM
 from ragattn.languages import AUTO, check_language
 from ragattn.lexical import bm25_scores
-from ragattn.sentences import split_sentences
-from ragattn.types import Budget, Document
+from ragattn.markdown_units import document_units
+from ragattn.types import AddedText, Budget, Document
 
 SYSTEM_UNDER_TEST = "one-read"
 SYSTEMS: tuple[str, ...] = (
@@ -65,11 +73,13 @@ XQUAD_LANGUAGES: tuple[str, ...] = (
     "ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh",
 )  # fmt: skip
 """XQuAD's languages (its ``xquad.LANG.json`` files)."""
-METRICS_VERSION = "1"
-"""Part of the cache fingerprint: bump it when a metric's definition changes."""
+METRICS_VERSION = "2"
+"""Part of the cache fingerprint: bump it when a metric's or a system's definition changes (2: a
+Markdown candidate is stuffed by its structural units, joined as the read joins them; prose is
+stuffed and scored exactly as under 1)."""
 
 SpanRef = tuple[int, int, int]
-"""A kept sentence: ``(candidate index, start, end)``, a character range of the candidate's text."""
+"""A kept unit: ``(candidate index, start, end)``, a character range of the candidate's text."""
 
 
 # -------------------------------------------------------------------------------------- sets
@@ -83,8 +93,11 @@ class ContextQuestion:
         gold: per candidate, its gold sentences as exact strings of its text.
         language: the language the candidates' sentences are split by (a code of
             :data:`~ragattn.languages.LANGUAGES`, or ``"auto"``: each text's script).
-        units: per candidate, the ``[start, end)`` character ranges of its sentences
-            (:func:`split_sentences` by ``language``, as the compressor splits them).
+        units: per candidate, the ``[start, end)`` character ranges of its units, as the
+            compressor splits them (:func:`~ragattn.markdown_units.document_units` by
+            ``language``): a Markdown candidate's structural units (whole code blocks or
+            line-cut pieces, table headers and rows, sentences of paragraphs and list items),
+            any other candidate's sentences (:func:`~ragattn.sentences.split_sentences`).
         ranked: the candidates come in a first stage's order (SciFact's BM25 over the corpus,
             or :func:`bm25_ranked`), which the one read may be given as ``first_stage_order``;
             False where the order is a dataset's (HotpotQA's, 2Wiki's) or a shuffle.
@@ -102,10 +115,7 @@ class ContextQuestion:
     def __post_init__(self) -> None:
         if len(self.gold) != len(self.candidates):
             raise InvalidInputError(f"{self.qid}: one gold tuple per candidate is needed")
-        units = tuple(
-            tuple((s.start, s.end) for s in split_sentences(d.text, language=self.language))
-            for d in self.candidates
-        )
+        units = tuple(document_units(d.text, language=self.language) for d in self.candidates)
         object.__setattr__(self, "units", units)
 
     @classmethod
@@ -360,42 +370,78 @@ def budget_label(budget: Budget) -> str:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KeptContext:
-    """What a system sends the generator: ``text`` and the sentences it holds."""
+    """What a system sends the generator: ``text`` and the units it holds."""
 
     text: str
     spans: tuple[SpanRef, ...]
 
 
-def candidate_texts(question: ContextQuestion, spans: Iterable[SpanRef]) -> dict[int, str]:
-    """Each touched candidate's kept sentences in text order, each with the whitespace that
-    follows it in the candidate, right-stripped (as the compressor writes a document)."""
+def _by_candidate(spans: Iterable[SpanRef]) -> dict[int, list[tuple[int, int]]]:
+    """Kept ranges per candidate, candidates in the order the spans first touch them."""
     by_doc: dict[int, list[tuple[int, int]]] = {}
     for doc, start, end in spans:
         by_doc.setdefault(doc, []).append((start, end))
-    out = {}
-    for doc, kept in by_doc.items():
-        text = question.candidates[doc].text
-        starts = [a for a, _ in question.units[doc]]
-        parts = [text[a : next((s for s in starts if s >= b), len(text))] for a, b in sorted(kept)]
-        out[doc] = "".join(parts).rstrip()
-    return out
+    return by_doc
+
+
+def _is_units(question: ContextQuestion, doc: int, ranges: Iterable[tuple[int, int]]) -> bool:
+    return set(ranges) <= set(question.units[doc])
+
+
+def kept_document(
+    question: ContextQuestion, doc: int, ranges: Sequence[tuple[int, int]]
+) -> tuple[str, tuple[AddedText, ...]]:
+    """One candidate's kept text, written as the read writes a document, and what it repeats.
+
+    Ranges that are the candidate's units (:attr:`ContextQuestion.units`) are joined by
+    :func:`~ragattn.compress.assembly.document_text`: a Markdown candidate's as valid Markdown
+    (its repeated fences and table headers returned as :class:`~ragattn.types.AddedText`), any
+    other's as its sentences each with the whitespace that follows it. Other ranges (hand-made,
+    or kept by another split) are joined that second way, adding nothing. The text is
+    right-stripped.
+    """
+    text = question.candidates[doc].text
+    members = [Unit(doc, a, b) for a, b in question.units[doc]]
+    kept = [Unit(doc, a, b) for a, b in sorted(ranges)]
+    if _is_units(question, doc, ranges):
+        return document_text(text, members, kept, question.language)
+    return doc_text(text, members, kept), ()
+
+
+def candidate_texts(question: ContextQuestion, spans: Iterable[SpanRef]) -> dict[int, str]:
+    """Each touched candidate's kept text (:func:`kept_document`): its kept units in text order,
+    as the compressor writes a document (a Markdown candidate's fences and table headers
+    repeated where its kept code and rows need them)."""
+    return {
+        doc: kept_document(question, doc, ranges)[0] for doc, ranges in _by_candidate(spans).items()
+    }
 
 
 def structure_breaks(question: ContextQuestion, spans: Iterable[SpanRef]) -> StructureBreaks:
     """The broken Markdown structure of a kept context, summed over the candidates it touches
     (:func:`ragattn.lab.evaluation.markdown_checks.structure_breaks` of each candidate's kept
-    spans, its kept text each kept range followed by the whitespace after it in the source):
-    open fences, table rows without their header, code lines cut."""
-    by_doc: dict[int, list[tuple[int, int]]] = {}
-    for doc, start, end in spans:
-        by_doc.setdefault(doc, []).append((start, end))
+    text, :func:`kept_document`; a table header it repeats counts as kept over its rows): open
+    fences, table rows without their header, code lines cut. Ranges that are not the
+    candidate's units are read as kept text each followed by the whitespace after it in the
+    source."""
     total = StructureBreaks()
-    for doc, ranges in by_doc.items():
+    for doc, ranges in _by_candidate(spans).items():
         text = question.candidates[doc].text
-        # each kept range with the whitespace after it, as the kept text joins them
-        kept = "".join(text[a:b] + _trailing_space(text, b) for a, b in sorted(ranges)).rstrip()
-        total += markdown_breaks(text, ranges, kept)
+        if _is_units(question, doc, ranges):
+            kept, added = kept_document(question, doc, ranges)
+            shown = [*ranges, *((a.source_start, a.source_end) for a in added if _header(a))]
+        else:
+            # each kept range with the whitespace after it, as the kept text joins them
+            kept = "".join(text[a:b] + _trailing_space(text, b) for a, b in sorted(ranges))
+            kept, shown = kept.rstrip(), ranges
+        total += markdown_breaks(text, shown, kept)
     return total
+
+
+def _header(added: AddedText) -> bool:
+    # A repeated header is a whole header kept above its rows; a repeated fence is no part of
+    # a code line (the fence parse of the kept text judges it).
+    return added.kind == "table_header"
 
 
 def _trailing_space(text: str, end: int) -> str:
@@ -419,8 +465,10 @@ def n_tokens(tokenizer: TokenizerLike, text: str) -> int:
 def stuff(
     question: ContextQuestion, order: Iterable[int], limit: int, tokenizer: TokenizerLike
 ) -> KeptContext:
-    """Whole sentences of the candidates in ``order`` (each candidate's in text order), until the
-    next one would take the joined text past ``limit`` tokens of ``tokenizer``; never more."""
+    """Whole units of the candidates in ``order`` (each candidate's in text order: sentences, or a
+    Markdown candidate's structural units), until the next one would take the joined text
+    (:func:`context_text`, a Markdown candidate's repeated fences and table headers included)
+    past ``limit`` tokens of ``tokenizer``; never more."""
     spans: list[SpanRef] = []
     text = ""
     for doc in order:
