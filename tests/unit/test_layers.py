@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "ragattn.embed": 2,
     "ragattn.greedy": 2,
     "ragattn.limits": 2,
+    "ragattn.markdown_units": 2,
     "ragattn.names": 2,
     "ragattn.prompt": 2,
     "ragattn.proxy": 2,
