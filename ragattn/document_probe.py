@@ -30,7 +30,7 @@ import numpy as np
 
 from ragattn.devices import probe_accepts_dtype
 from ragattn.errors import ConfigError, ModelLoadError
-from ragattn.lexical import dense_scores
+from ragattn.lexical import dense_scores, document_cosines, text_offset, titled_text
 from ragattn.sentence_attention import Unit, unit_widths
 from ragattn.types import Document
 
@@ -150,8 +150,13 @@ class DocumentProbe:
     ) -> np.ndarray:
         """Raw document scores (log-odds units of the pairwise model; higher is better): the
         MiniLM base plus the attention correction, both z-scored over these documents."""
-        z = zscore_columns(np.asarray(minilm, dtype=np.float64)[:, None])[:, 0]
-        return self.minilm_weight * z + self.correction(pooled_names, pooled, config)
+        return self.base(minilm) + self.correction(pooled_names, pooled, config)
+
+    def base(self, cosines: np.ndarray) -> np.ndarray:
+        """MiniLM's term (log-odds units): ``minilm_weight`` times the cosines (in [-1, 1])
+        z-scored over these documents."""
+        z = zscore_columns(np.asarray(cosines, dtype=np.float64)[:, None])[:, 0]
+        return np.asarray(self.minilm_weight * z, dtype=np.float64)
 
     def correction(
         self, pooled_names: Sequence[str], pooled: np.ndarray, config: Mapping[str, Any]
@@ -190,13 +195,6 @@ class DocumentProbe:
             )
 
 
-def document_cosines(query: str, documents: Sequence[Document]) -> np.ndarray:
-    """Each document's MiniLM cosine to the query (title and text, in [-1, 1]): the MiniLM input
-    of the document probe, and of the cascade's ``documents`` first pass."""
-    texts = [f"{d.title or ''} {d.text}".strip() for d in documents]
-    return np.asarray(dense_scores(query, texts), dtype=np.float64)
-
-
 @dataclass(frozen=True, slots=True)
 class CandidateCosines:
     """MiniLM's cosines to the query (in [-1, 1]) from its one pass over every candidate
@@ -224,13 +222,8 @@ def document_and_unit_cosines(
     :func:`document_cosines`'."""
     from ragattn.embed import shared_embedder
 
-    texts: list[str] = []
-    shifts: list[int] = []
-    for d in documents:
-        full = f"{d.title or ''} {d.text}"
-        texts.append(full.strip())
-        # where the document's text starts in the stripped string MiniLM reads
-        shifts.append(len(d.title or "") + 1 - (len(full) - len(full.lstrip())))
+    texts = [titled_text(d) for d in documents]
+    shifts = [text_offset(d) for d in documents]
     spans: list[list[tuple[int, int]]] = [[] for _ in documents]
     slots: list[tuple[int, int]] = []
     for u in units:
@@ -252,6 +245,30 @@ def document_and_unit_cosines(
     return cosines, unit_cos
 
 
+def attention_correction(
+    probe: DocumentProbe,
+    tokenizer: Any,
+    documents: Sequence[Document],
+    units: Sequence[Unit],
+    names: Sequence[str],
+    matrix: np.ndarray,
+    config: Mapping[str, Any],
+) -> np.ndarray:
+    """The document probe's attention correction (:meth:`DocumentProbe.correction`, log-odds
+    units), one per document, from the sentence features of one forward (``names``/``matrix``/
+    ``config`` of :class:`~ragattn.compress.features.SentenceFeatures`): each unit's share
+    pooled per document, weighted by its width in ``tokenizer``'s tokens.
+
+    Raises:
+        ConfigError: features the probe was not trained on (:meth:`DocumentProbe.check_features`).
+    """
+    widths = unit_widths(tokenizer, documents, units)
+    pooled_names, pooled = pool_documents(
+        names, matrix, [u.doc for u in units], widths, len(documents)
+    )
+    return probe.correction(pooled_names, pooled, config)
+
+
 def score_documents(
     probe: DocumentProbe,
     tokenizer: Any,
@@ -263,29 +280,62 @@ def score_documents(
     config: Mapping[str, Any],
     *,
     minilm: bool = True,
-    cosines: np.ndarray | None = None,
 ) -> np.ndarray:
-    """The document probe's raw scores (log-odds units; higher is more relevant), one per
-    document, from the sentence features of one forward (``names``/``matrix``/``config`` of
-    :class:`~ragattn.compress.features.SentenceFeatures`) plus the MiniLM cosine of each document
-    (title and text) to the query, or ``cosines`` when the caller has them (one per document, in
-    [-1, 1]: e.g. the whole documents' when the forward read a cascade's cut of them). With
-    ``minilm=False`` only the attention correction (:meth:`DocumentProbe.correction`, same units)
-    is returned, and MiniLM never runs: the document input of a selection fitted on it
-    (``document_score="attention"``).
+    """The document probe's raw scores (log-odds units; higher is more relevant) of documents
+    read whole, for the studies and training that score a stored forward: its MiniLM base over
+    ``documents`` (:func:`document_cosines`, one pass) plus :func:`attention_correction`; with
+    ``minilm=False`` the correction alone, and MiniLM never runs (the document input of a
+    selection fitted on it, ``document_score="attention"``). A read scores its documents once,
+    with :class:`DocumentRelevance`.
 
     Raises:
         ConfigError: features the probe was not trained on (:meth:`DocumentProbe.check_features`).
     """
-    widths = unit_widths(tokenizer, documents, units)
-    pooled_names, pooled = pool_documents(
-        names, matrix, [u.doc for u in units], widths, len(documents)
-    )
+    correction = attention_correction(probe, tokenizer, documents, units, names, matrix, config)
     if not minilm:
-        return probe.correction(pooled_names, pooled, config)
-    if cosines is None:
-        cosines = document_cosines(query, documents)
-    return probe.score(pooled_names, pooled, cosines, config)
+        return correction
+    return probe.base(document_cosines(query, documents)) + correction
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DocumentRelevance:
+    """A read's document relevance, computed once: the attention correction of the documents
+    attention read and MiniLM's cosines of every document of the call, which the weighting,
+    the ranking and the attention-probe reranker combine as ``minilm_weight * z(cosine) +
+    correction`` (log-odds units).
+
+    Attributes:
+        probe: the document probe (its ``minilm_weight`` weighs the base).
+        correction: :func:`attention_correction` of the read documents, in read order.
+        read: each read document's position in the call.
+        cosines: MiniLM's cosine of every document of the call (in [-1, 1], by input
+            position), or None where nothing reads the MiniLM base.
+    """
+
+    probe: DocumentProbe
+    correction: np.ndarray
+    read: Sequence[int]
+    cosines: np.ndarray | None
+
+    def of_read(self, *, minilm: bool) -> np.ndarray:
+        """The read documents' scores, the base z-scored over them (``minilm=False``: the
+        correction alone, a weighting fitted on it)."""
+        if not minilm:
+            return self.correction
+        return self.probe.base(self._cosines()[list(self.read)]) + self.correction
+
+    def of_call(self) -> np.ndarray:
+        """Every document's score, by input position, the base z-scored over all of them: a
+        document attention did not read gets the correction's mean, 0 (it ranks by MiniLM)."""
+        cosines = self._cosines()
+        correction = np.zeros(len(cosines))
+        correction[list(self.read)] = self.correction
+        return self.probe.base(cosines) + correction
+
+    def _cosines(self) -> np.ndarray:
+        if self.cosines is None:
+            raise ValueError("this read ran no MiniLM pass; its plan reads no MiniLM base")
+        return self.cosines
 
 
 def document_probe_path(models_dir: Path, proxy_slug: str) -> Path:

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragattn.types import Document
+
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
@@ -50,9 +52,36 @@ def dense_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     return np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
 
 
+def titled_text(document: Document) -> str:
+    """The text MiniLM reads for a document: its title and text joined by one space, stripped
+    (the text alone without a title). The prompt's form is :func:`ragattn.prompt.document_text`."""
+    return f"{document.title or ''} {document.text}".strip()
+
+
+def text_offset(document: Document) -> int:
+    """Where ``document.text`` starts in :func:`titled_text` (in characters; negative where the
+    strip removed leading blanks of an untitled text)."""
+    joined = f"{document.title or ''} {document.text}"
+    return len(document.title or "") + 1 - (len(joined) - len(joined.lstrip()))
+
+
+def document_cosines(query: str, documents: Sequence[Document]) -> np.ndarray:
+    """Each document's MiniLM cosine to the query (:func:`titled_text`, in [-1, 1]): the dense
+    signal of the rerankers and the MiniLM input of the document probe."""
+    return dense_scores(query, [titled_text(d) for d in documents])
+
+
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Numerically stable logistic map, for scores that are log-odds; values in [0, 1]."""
     return np.asarray(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))))
 
 
-__all__ = ["bm25_scores", "dense_scores", "sigmoid", "words"]
+__all__ = [
+    "bm25_scores",
+    "dense_scores",
+    "document_cosines",
+    "sigmoid",
+    "text_offset",
+    "titled_text",
+    "words",
+]

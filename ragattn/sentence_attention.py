@@ -15,7 +15,7 @@ one forward can serve both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,6 +40,16 @@ class Unit:
     doc: int
     start: int
     end: int
+
+
+def units_of(
+    documents: Sequence[Document], spans: Callable[[str], Iterable[tuple[int, int]]]
+) -> list[Unit]:
+    """The units of ``documents``, document by document: ``spans`` of each text (character
+    ranges ``[start, end)``, e.g. its sentences or its Markdown units), as :class:`Unit`."""
+    return [
+        Unit(d, start, end) for d, doc in enumerate(documents) for start, end in spans(doc.text)
+    ]
 
 
 def plan_chunks(

@@ -49,7 +49,7 @@ from ragattn.compress.registry import PROBE_METHODS, probe_path
 from ragattn.compress.scorers import ProbeScorer
 from ragattn.lab.evaluation.metrics import supporting_fact_recall
 from ragattn.lab.probe_training import LabelledExample, load_training, units_and_labels
-from ragattn.lexical import bm25_scores
+from ragattn.lexical import bm25_scores, document_cosines
 from ragattn.proxy import DEFAULT_PROXY, load_tokenizer
 
 KEEPS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -154,7 +154,7 @@ def main() -> None:
             elif first == "bm25":
                 score = bm25_scores(ex.question, texts)
             else:
-                score = unit_cosines(ex.question, list(ex.documents), units)
+                score = unit_cosines(units, document_cosines(ex.question, list(ex.documents)))
             for keep in keeps:
                 kept = np.zeros(len(units), dtype=bool)
                 if links:

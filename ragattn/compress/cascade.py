@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ragattn.compress.links import link_pattern
-from ragattn.document_probe import CandidateCosines, document_and_unit_cosines, document_cosines
+from ragattn.document_probe import CandidateCosines
 from ragattn.errors import InvalidInputError
 from ragattn.lexical import bm25_scores
 from ragattn.sentence_attention import Unit
@@ -31,19 +31,16 @@ CascadeScorer = Literal["bm25", "documents", "lexical"]
 SCORERS: tuple[CascadeScorer, ...] = ("bm25", "documents", "lexical")
 CascadeDense = Literal["sentences", "pooled"]
 DENSE: tuple[CascadeDense, ...] = ("sentences", "pooled")
+MiniLMPass = Literal["documents", "pooled"]
+"""MiniLM's one pass over a call's documents (the read's ``candidates`` stage): ``documents``,
+each document's cosine (title and text); ``pooled``, those and each sentence's cosine pooled from
+the same pass (:func:`ragattn.document_probe.document_and_unit_cosines`)."""
 
 
-def unit_cosines(
-    query: str,
-    documents: Sequence[Document],
-    units: Sequence[Unit],
-    cosines: np.ndarray | None = None,
-) -> np.ndarray:
-    """Each unit's document's MiniLM cosine to the query (title and text, in [-1, 1]): the very
-    cosine the document probe reads (:func:`ragattn.document_probe.document_cosines`, or
-    ``cosines``, one per document, when the caller has them)."""
-    if cosines is None:
-        cosines = document_cosines(query, documents)
+def unit_cosines(units: Sequence[Unit], cosines: np.ndarray) -> np.ndarray:
+    """Each unit's document's MiniLM cosine to the query (title and text, in [-1, 1]) from
+    ``cosines``, one per document: the very cosine the document probe reads
+    (:func:`ragattn.lexical.document_cosines`)."""
     return np.asarray([cosines[u.doc] for u in units], dtype=np.float64)
 
 
@@ -123,6 +120,13 @@ def keep_linked(
     return keep_by_tokens(order, costs, keep)
 
 
+def precuts(precut: float | None, share: float, total: float) -> bool:
+    """Whether a :attr:`Cascade.precut` leaves the ``lexical`` first pass some documents
+    unscored when attention reads ``share`` of a context of ``total`` proxy tokens: ``precut``
+    times what it reads is less than the whole."""
+    return precut is not None and precut * share * total < total
+
+
 def precut_units(
     query: str,
     documents: Sequence[Document],
@@ -130,24 +134,22 @@ def precut_units(
     costs: Sequence[int],
     precut: float | None,
     share: float,
-    cosines: np.ndarray | None = None,
+    cosines: np.ndarray,
 ) -> np.ndarray | None:
     """The units (ascending) of the documents a ``lexical`` first pass scores under a
-    :attr:`Cascade.precut`, or None when it scores every unit: documents the query names
-    (:func:`ragattn.compress.links.link_pattern`) first, then by MiniLM's cosine of the whole
-    document (:func:`ragattn.document_probe.document_cosines`, the pass the ranking reads, or
-    ``cosines`` when the caller has them), whole documents until they hold ``precut`` times the
-    tokens attention reads (``share`` of the context)."""
+    :attr:`Cascade.precut`, or None when it scores every unit (:func:`precuts`): documents the
+    query names (:func:`ragattn.compress.links.link_pattern`) first, then by ``cosines``,
+    MiniLM's cosine of each whole document (:func:`ragattn.lexical.document_cosines`, the pass
+    the ranking reads), whole documents until they hold ``precut`` times the tokens attention
+    reads (``share`` of the context)."""
     total = float(sum(costs))
-    if precut is None or precut * share * total >= total:
+    if precut is None or not precuts(precut, share, total):
         return None
     per_doc = np.zeros(len(documents))
     for u, c in zip(units, costs, strict=True):
         per_doc[u.doc] += c
     patterns = [link_pattern(d) for d in documents]
     named = np.asarray([1.0 if p is not None and p.search(query) else 0.0 for p in patterns])
-    if cosines is None:
-        cosines = document_cosines(query, documents)
     order = np.lexsort((np.arange(len(documents)), -cosines, -named))
     target = precut * share * total
     chosen: set[int] = set()
@@ -158,6 +160,36 @@ def precut_units(
         chosen.add(int(d))
         held += per_doc[d]
     return np.asarray([i for i, u in enumerate(units) if u.doc in chosen], dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CutSizes:
+    """A context a :class:`Cascade` cuts, in proxy tokens (:meth:`Cascade.sizes`).
+
+    Attributes:
+        texts: each unit's text.
+        costs: each unit's length in proxy tokens.
+        limit: the budget's tokens for this context (None: no token limit).
+        share: the share of the context's tokens attention reads, in (0, 1).
+    """
+
+    texts: list[str]
+    costs: list[int]
+    limit: int | None
+    share: float
+
+    @property
+    def total(self) -> int:
+        """The context's proxy tokens."""
+        return sum(self.costs)
+
+
+def _ran(cosines: CandidateCosines | None) -> CandidateCosines:
+    """The ``candidates`` stage's MiniLM pass, which the read's plan runs wherever a cut reads
+    it (:meth:`Cascade.minilm_pass`)."""
+    if cosines is None:
+        raise ValueError("the cut reads MiniLM's document pass, which the read's plan did not run")
+    return cosines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -373,25 +405,16 @@ class Cascade:
             return False
         return self.min_room * budget_tokens > self.ceiling
 
-    def cut(
-        self,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        budget: Budget,
-        *,
-        tokenizer: Any,
-        lexical: Callable[[], ProbeScorer],
-        cosines: CandidateCosines | None = None,
-    ) -> Cut | None:
-        """What attention reads when this cascade cuts a call, or None when the whole context is
-        read. Sizes are counted in ``tokenizer`` (the proxy's); ``lexical`` gives the ``lexical``
-        probe's scorer (loaded on first use); ``cosines``, MiniLM's pass over the documents
-        where the read has run it (its ``candidates`` stage), else the cut runs what it needs."""
+    def sizes(
+        self, docs: Sequence[Document], units: Sequence[Unit], budget: Budget, *, tokenizer: Any
+    ) -> CutSizes | None:
+        """The sizes this cascade cuts a call by, counted in ``tokenizer`` (the proxy's), or None
+        when the whole context is read (too short, one sentence, no room to cut, or one document
+        for a ``documents`` first pass: its sentences share one cosine)."""
         if len(units) < 2:
             return None
         if self.scorer == "documents" and len({u.doc for u in units}) < 2:
-            return None  # one document: its sentences share one cosine, nothing to rank
+            return None
         texts = [docs[u.doc].text[u.start : u.end] for u in units]
         costs = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
         total = sum(costs)
@@ -399,38 +422,72 @@ class Cascade:
         share = self.read_share(total, limit)
         if share is None:
             return None
+        return CutSizes(texts=texts, costs=costs, limit=limit, share=share)
+
+    def minilm_pass(self, sizes: CutSizes | None) -> MiniLMPass | None:
+        """The MiniLM pass over every document the cut reads (the read's ``candidates`` stage
+        runs it): ``"pooled"`` (the document cosines and each sentence's pooled from them, for a
+        ``lexical`` first pass with :attr:`dense` ``"pooled"``), ``"documents"`` (the document
+        cosines: a ``documents`` first pass, or a :attr:`precut`), or None."""
+        if sizes is None or self.scorer == "bm25":
+            return None
+        if self.scorer == "lexical" and self.dense == "pooled":
+            return "pooled"
+        if self.scorer == "documents" or precuts(self.precut, sizes.share, sizes.total):
+            return "documents"
+        return None
+
+    def cut(
+        self,
+        query: str,
+        docs: Sequence[Document],
+        units: Sequence[Unit],
+        sizes: CutSizes,
+        *,
+        lexical: Callable[[], ProbeScorer],
+        cosines: CandidateCosines | None,
+    ) -> Cut | None:
+        """What attention reads of a call of these ``sizes`` (:meth:`sizes`), or None when the
+        first pass keeps every sentence. ``lexical`` gives the ``lexical`` probe's scorer
+        (loaded on first use); ``cosines``, MiniLM's pass over the documents, where
+        :meth:`minilm_pass` names one (the read's ``candidates`` stage ran it).
+
+        Raises:
+            ValueError: ``cosines`` missing where the first pass reads them.
+        """
+        costs, share = sizes.costs, sizes.share
         if self.scorer == "bm25":
-            first = bm25_scores(query, texts)
+            first = bm25_scores(query, sizes.texts)
         elif self.scorer == "documents":
-            first = unit_cosines(query, docs, units, cosines.documents if cosines else None)
+            first = unit_cosines(units, _ran(cosines).documents)
         else:
-            first = self._lexical_first(query, docs, units, costs, share, lexical, cosines)
+            first = self._lexical_first(query, docs, units, sizes, lexical, cosines)
         if self.links:
             read = keep_linked(query, docs, units, first, costs, share)
         else:
             read = keep_by_tokens(first, costs, share)
         if len(read) >= len(units):
             return None
-        return Cut(read=read, first=first, fill=self.fills(total, limit))
+        return Cut(read=read, first=first, fill=self.fills(sizes.total, sizes.limit))
 
     def _lexical_first(
         self,
         query: str,
         docs: Sequence[Document],
         units: Sequence[Unit],
-        costs: Sequence[int],
-        share: float,
+        sizes: CutSizes,
         lexical: Callable[[], ProbeScorer],
-        cosines: CandidateCosines | None = None,
+        cosines: CandidateCosines | None,
     ) -> np.ndarray:
         """The ``lexical`` probe's scores, over the sentences of the :attr:`precut` documents
         only when it applies (the others score -inf: never read, filled last); with
         :attr:`dense` ``"pooled"`` its MiniLM column comes from the document pass."""
-        doc_cos = cosines.documents if cosines is not None else None
-        unit_cos = cosines.units if cosines is not None and self.dense == "pooled" else None
-        if self.dense == "pooled" and unit_cos is None:
-            doc_cos, unit_cos = document_and_unit_cosines(query, docs, units)
-        sentences = precut_units(query, docs, units, costs, self.precut, share, doc_cos)
+        unit_cos = _ran(cosines).units if self.dense == "pooled" else None
+        sentences = None
+        if precuts(self.precut, sizes.share, sizes.total):
+            sentences = precut_units(
+                query, docs, units, sizes.costs, self.precut, sizes.share, _ran(cosines).documents
+            )
         if sentences is None:
             scores = lexical().score_with_features(query, docs, units, dense=unit_cos)[0]
             return np.asarray(scores, dtype=np.float64)

@@ -5,19 +5,23 @@ Both verbs of the :class:`~ragattn.compress.Compressor` (``compress`` and
 
 1. ``sentences``: the documents split into sentences (:func:`sentence_units`, by the call's
    ``language``; a Markdown document along its structure, :mod:`ragattn.markdown_units`), the
-   units every later stage scores;
-2. ``candidates``: MiniLM's one pass over every candidate document
-   (:class:`~ragattn.document_probe.CandidateCosines`), where the document probe reads it: the
-   same pass a MiniLM rerank of the candidates runs, and the only work of the read that grows
-   with every candidate; the cut ranks documents by it and the document scores read it again
-   (nothing to do for one document or a method without the document probe);
+   units every later stage scores, and the read's plan (:class:`ReadPlan`, counted in the
+   proxy's tokens where a cascade may cut): which passes run, over which documents; every later
+   stage reads it and none decides again;
+2. ``candidates``: MiniLM's one pass over every candidate document, where the plan runs it
+   (:class:`~ragattn.document_probe.CandidateCosines`): where the document probe reads its base
+   (a ranking, or a weighting fitted with MiniLM) or the cut ranks documents or pools sentences
+   from it; the same pass a MiniLM rerank of the candidates runs, and the only work of the read
+   that grows with every candidate. Nothing else of the read encodes a document;
 3. ``cut``: the cascade's first pass picks what attention reads (:mod:`ragattn.compress.cascade`;
    the whole context when it does not cut): its sentence pass covers the documents it ranks best
    only, at most its ``precut`` times what attention reads;
 4. ``forward``: the proxy forward over what the cut kept and the sentence probe's keep scores
    (a method that reads no attention scores its sentences here without one);
-5. ``documents``: the document probe's scores of the documents read, from the forward's features
-   (:mod:`ragattn.document_probe`; nothing to do where no weighting or ranking reads them);
+5. ``documents``: the read's document relevance, computed once
+   (:class:`~ragattn.document_probe.DocumentRelevance`): the document probe's attention
+   correction of the documents read, from the forward's features, with the candidates' MiniLM
+   cosines (nothing to do where no weighting or ranking reads them);
 6. ``weighting``: each sentence's keep score weighs its document's score (the document-aware
    selection, :mod:`ragattn.compress.selection`; with a ``first_stage_order``, that score blended
    with the order's rank prior), and the sentences the cut dropped get theirs;
@@ -48,7 +52,7 @@ from ragattn.compress.assembly import (
     entity_units,
     ranked_results,
 )
-from ragattn.compress.cascade import Cascade, Cut
+from ragattn.compress.cascade import Cascade, Cut, CutSizes, MiniLMPass
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.reading import Ranking, Read, best_sentence_ranking, reduced
 from ragattn.compress.scorers import ProbeScorer, UnitScorer
@@ -57,15 +61,15 @@ from ragattn.contract import VerbArgs
 from ragattn.document_probe import (
     CandidateCosines,
     DocumentProbe,
+    DocumentRelevance,
+    attention_correction,
     document_and_unit_cosines,
-    document_cosines,
-    score_documents,
-    zscore_columns,
 )
 from ragattn.first_stage import check_first_stage_order, rank_prior
 from ragattn.languages import AUTO
-from ragattn.lexical import sigmoid
+from ragattn.lexical import document_cosines, sigmoid
 from ragattn.markdown_units import document_units
+from ragattn.sentence_attention import units_of
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds
 
 Stage = Literal[
@@ -115,11 +119,7 @@ def sentence_units(docs: Sequence[Document], language: str = AUTO) -> list[Unit]
     (:func:`~ragattn.sentences.split_sentences`, unchanged); ``language`` (a code of
     :data:`~ragattn.sentences.LANGUAGES` or ``"auto"``: each document by its script) splits the
     prose."""
-    return [
-        Unit(d, start, end)
-        for d, doc in enumerate(docs)
-        for start, end in document_units(doc.text, language=language)
-    ]
+    return units_of(docs, lambda text: document_units(text, language=language))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,6 +158,32 @@ class ReadParts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReadPlan:
+    """What one read runs, decided once from the call (its documents and sentences, the
+    method's parts, the budget) before any model reads; every stage reads it, none decides
+    again (:meth:`ContextRead.plan`).
+
+    Attributes:
+        rank: the documents are ranked (``rerank_and_compress``).
+        sizes: the cascade's sizes of the cut, in proxy tokens (None: attention reads the whole
+            context).
+        minilm: MiniLM's one pass over every document, in the ``candidates`` stage (None: no
+            pass): where the document probe reads its base, or the cut ranks documents or pools
+            sentences from it.
+        document_probe: the document probe where the forward's features feed it and a ranking
+            or a weighting reads it, else None.
+        weighting: the document-aware selection of a call with several documents, else None
+            (it applies where attention reads several: :attr:`Reading.weighting`).
+    """
+
+    rank: bool
+    sizes: CutSizes | None
+    minilm: MiniLMPass | None
+    document_probe: DocumentProbe | None
+    weighting: DocumentWeighting | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Reading:
     """A call's context and the part of it attention reads (the ``cut`` stage's output).
 
@@ -168,7 +194,10 @@ class Reading:
             only; the call's own documents and sentences without a cut).
         doc_map: each read document's position in ``docs``.
         cosines: the ``candidates`` stage's MiniLM cosines of every document of ``docs``, or
-            None where it ran no pass (a stage that needs them then runs it).
+            None where the plan ran no pass.
+        weighting: the plan's weighting where attention reads several documents, else None.
+        document_probe: the plan's document probe where a ranking or this weighting reads
+            it (the forward then keeps its features), else None.
     """
 
     docs: Sequence[Document]
@@ -178,6 +207,8 @@ class Reading:
     read_units: list[Unit]
     doc_map: list[int]
     cosines: CandidateCosines | None = None
+    weighting: DocumentWeighting | None = None
+    document_probe: DocumentProbe | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,15 +220,6 @@ class Forward:
     sentence: np.ndarray
     chunks: int
     features: SentenceFeatures | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DocumentScores:
-    """The ``documents`` stage's output: the document probe's raw scores of the read documents
-    (log-odds units), with the MiniLM term (``minilm``) or its attention correction alone."""
-
-    raw: np.ndarray
-    minilm: bool
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -249,23 +271,22 @@ class ContextRead:
         prior = None if order is None else rank_prior(order)
         with clock.stage("sentences"):
             units = sentence_units(documents, args.language)
+            plan = self.plan(documents, units, budget, rank=rank)
         with clock.stage("candidates"):
-            cosines = self.candidates(query, documents, units, rank=rank)
+            cosines = self.candidates(query, documents, units, plan)
         with clock.stage("cut"):
-            reading = self.cut(query, documents, units, budget, cosines)
+            reading = self.cut(query, documents, units, plan, cosines)
         with clock.stage("forward"):
-            forward = self.forward(query, reading, rank=rank)
+            forward = self.forward(query, reading)
         with clock.stage("documents"):
-            document_scores = self.document_scores(query, reading, forward)
+            relevance = self.document_relevance(reading, forward)
         with clock.stage("weighting"):
-            read = self.weighting(query, reading, forward, document_scores, prior)
+            read = self.weighting(query, reading, forward, relevance, prior)
         ranked = None
         selected = Selected(docs=documents, indices=range(len(documents)), units=units, read=read)
         if rank:
             with clock.stage("ranking"):
-                ranked, selected = self.ranking(
-                    query, reading, forward, document_scores, read, args
-                )
+                ranked, selected = self.ranking(reading, relevance, read, args)
         with clock.stage("assembly"):
             # entity sentences are forced into ``compress`` only (ranking keeps its own order)
             entities = args.keep_entities and not rank
@@ -279,72 +300,83 @@ class ContextRead:
         """The sentences' keep scores for ``units`` under ``budget`` (the stages from
         ``candidates`` to ``weighting``, untimed): in [0, 1], 0 for a sentence the cascade
         dropped."""
-        cosines = self.candidates(query, docs, units, rank=False)
-        reading = self.cut(query, docs, units, budget, cosines)
-        forward = self.forward(query, reading, rank=False)
-        document_scores = self.document_scores(query, reading, forward)
-        return self.weighting(query, reading, forward, document_scores)
+        plan = self.plan(docs, units, budget, rank=False)
+        cosines = self.candidates(query, docs, units, plan)
+        reading = self.cut(query, docs, units, plan, cosines)
+        forward = self.forward(query, reading)
+        relevance = self.document_relevance(reading, forward)
+        return self.weighting(query, reading, forward, relevance)
 
     # -- the stages ------------------------------------------------------------------------
 
-    def candidates(
-        self, query: str, docs: Sequence[Document], units: Sequence[Unit], *, rank: bool
-    ) -> CandidateCosines | None:
-        """``candidates``: MiniLM's cosine of every document to the query (title and text; with
-        each sentence's pooled from the same pass where the cascade reads them, ``dense``
-        ``"pooled"``), where the document probe reads them: ``rank``, or a weighting fitted with
-        MiniLM over several documents (a cut that leaves attention one document leaves the pass
-        unread). None where nothing reads them; a cut that ranks documents then runs the pass
-        itself."""
+    def plan(
+        self, docs: Sequence[Document], units: Sequence[Unit], budget: Budget, *, rank: bool
+    ) -> ReadPlan:
+        """The read's plan (:class:`ReadPlan`), from the call's documents and sentences, the
+        budget and the compressor's parts: the cascade's sizes (counted in the proxy's tokens),
+        whether the forward keeps features for the document probe, and MiniLM's pass where the
+        probe's base (``rank``, or a weighting fitted with MiniLM) or the cut reads it."""
         parts = self.parts
-        if not units or not isinstance(parts.scorer, ProbeScorer):
-            return None
-        if parts.document_probe() is None:
-            return None
-        if not rank:
-            weighting = parts.weighting() if len(docs) > 1 else None
-            if weighting is None or not weighting.reads_minilm:
-                return None
         cascade = parts.cascade
-        if cascade is not None and cascade.scorer == "lexical" and cascade.dense == "pooled":
+        sizes = None
+        if cascade is not None:
+            sizes = cascade.sizes(docs, units, budget, tokenizer=parts.tokenizer())
+        weighting = parts.weighting() if len(docs) > 1 else None
+        probe = None
+        if isinstance(parts.scorer, ProbeScorer) and (rank or weighting is not None):
+            probe = parts.document_probe()
+        base = rank or (weighting is not None and weighting.reads_minilm)
+        minilm = cascade.minilm_pass(sizes) if cascade is not None else None
+        if minilm is None and units and probe is not None and base:
+            pooled = cascade is not None and (cascade.scorer, cascade.dense) == (
+                "lexical",
+                "pooled",
+            )
+            minilm = "pooled" if pooled else "documents"
+        return ReadPlan(
+            rank=rank, sizes=sizes, minilm=minilm, document_probe=probe, weighting=weighting
+        )
+
+    def candidates(
+        self, query: str, docs: Sequence[Document], units: Sequence[Unit], plan: ReadPlan
+    ) -> CandidateCosines | None:
+        """``candidates``: MiniLM's one pass of the read (:attr:`ReadPlan.minilm`), the cosine
+        of every document to the query (title and text; with each sentence's pooled from the
+        same pass where the cascade reads them, ``dense`` ``"pooled"``). None where the plan
+        runs none."""
+        if plan.minilm == "pooled":
             documents, sentences = document_and_unit_cosines(query, docs, units)
             return CandidateCosines(documents=documents, units=sentences)
-        return CandidateCosines(documents=document_cosines(query, docs))
+        if plan.minilm == "documents":
+            return CandidateCosines(documents=document_cosines(query, docs))
+        return None
 
     def cut(
         self,
         query: str,
         docs: Sequence[Document],
         units: Sequence[Unit],
-        budget: Budget,
+        plan: ReadPlan,
         cosines: CandidateCosines | None = None,
     ) -> Reading:
-        """``cut``: what attention reads, the cascade's cut of a long context (counted in the
-        proxy's tokens) or the whole context; ``cosines``, the ``candidates`` stage's."""
-        cascade = self.parts.cascade
+        """``cut``: what attention reads, the cascade's cut of a long context (the plan's
+        sizes) or the whole context; ``cosines``, the ``candidates`` stage's. The weighting and
+        the document probe apply where the plan has them and attention reads several documents
+        (the probe also wherever the call ranks)."""
+        cascade, sizes = self.parts.cascade, plan.sizes
         cut = None
-        if cascade is not None:
+        if cascade is not None and sizes is not None:
             cut = cascade.cut(
-                query,
-                docs,
-                units,
-                budget,
-                tokenizer=self.parts.tokenizer(),
-                lexical=self.parts.lexical,
-                cosines=cosines,
+                query, docs, units, sizes, lexical=self.parts.lexical, cosines=cosines
             )
         if cut is None:
-            return Reading(
-                docs=docs,
-                units=units,
-                cut=None,
-                read_docs=list(docs),
-                read_units=list(units),
-                doc_map=list(range(len(docs))),
-                cosines=cosines,
-            )
-        read_docs, read_units = reduced(docs, units, cut.read)
-        doc_map = sorted({units[i].doc for i in cut.read})
+            read_docs, read_units = list(docs), list(units)
+            doc_map = list(range(len(docs)))
+        else:
+            read_docs, read_units = reduced(docs, units, cut.read)
+            doc_map = sorted({units[i].doc for i in cut.read})
+        weighting = plan.weighting if len(read_docs) > 1 else None
+        reads_probe = weighting is not None or plan.rank
         return Reading(
             docs=docs,
             units=units,
@@ -353,45 +385,51 @@ class ContextRead:
             read_units=read_units,
             doc_map=doc_map,
             cosines=cosines,
+            weighting=weighting,
+            document_probe=plan.document_probe if reads_probe else None,
         )
 
-    def forward(self, query: str, reading: Reading, *, rank: bool) -> Forward:
+    def forward(self, query: str, reading: Reading) -> Forward:
         """``forward``: the proxy reads what the cut kept; the sentence probe's keep scores, with
-        the features where the document probe reads them (a weighting applies, or ``rank``)."""
+        the features where the document probe reads them (:attr:`Reading.document_probe`)."""
         docs, units = reading.read_docs, reading.read_units
         scorer = self.parts.scorer
         if not units:
             return Forward(sentence=np.zeros(0), chunks=0, features=None)
-        probe = self._document_probe(reading, rank=rank)
-        if probe is None or not isinstance(scorer, ProbeScorer):
+        if reading.document_probe is None or not isinstance(scorer, ProbeScorer):
             scores, chunks = scorer.score(query, docs, units)
             return Forward(sentence=scores, chunks=chunks, features=None)
         sentence, features = scorer.score_with_features(query, docs, units)
         return Forward(sentence=sentence, chunks=features.chunks, features=features)
 
-    def document_scores(
-        self, query: str, reading: Reading, forward: Forward
-    ) -> DocumentScores | None:
-        """``documents``: the document probe's raw scores of the read documents from the
-        forward's features (None where it took none). A weighting fitted on the attention
-        correction alone runs no MiniLM pass; otherwise, after a cut, MiniLM reads each whole
-        document, not the sentences attention read of it."""
-        features = forward.features
-        probe = self.parts.document_probe() if features is not None else None
+    def document_relevance(self, reading: Reading, forward: Forward) -> DocumentRelevance | None:
+        """``documents``: the read's document relevance (None where the forward took no
+        features): the document probe's attention correction of the documents attention read,
+        computed once from the forward's features, with the ``candidates`` stage's MiniLM
+        cosines of every document, for the weighting and the ranking to combine."""
+        features, probe = forward.features, reading.document_probe
         if features is None or probe is None:
             return None
-        weighting = self._weighting(reading)
-        minilm = weighting.reads_minilm if weighting else True
-        cosines = self._document_cosines(query, reading)[reading.doc_map] if minilm else None
-        raw = self._probe_scores(probe, query, reading, features, minilm=minilm, cosines=cosines)
-        return DocumentScores(raw=raw, minilm=minilm)
+        correction = attention_correction(
+            probe,
+            self.parts.tokenizer(),
+            reading.read_docs,
+            reading.read_units,
+            features.names,
+            features.matrix,
+            features.config,
+        )
+        cosines = reading.cosines.documents if reading.cosines is not None else None
+        return DocumentRelevance(
+            probe=probe, correction=correction, read=reading.doc_map, cosines=cosines
+        )
 
     def weighting(
         self,
         query: str,
         reading: Reading,
         forward: Forward,
-        document_scores: DocumentScores | None,
+        relevance: DocumentRelevance | None,
         prior: np.ndarray | None = None,
     ) -> Read:
         """``weighting``: each read sentence's keep score weighs its document's (where a
@@ -400,9 +438,9 @@ class ContextRead:
         gets one: the cut's dropped ones 0, or below every read one (the cut's warning says
         which)."""
         scores = forward.sentence
-        weighting = self._weighting(reading)
-        if weighting is not None and document_scores is not None:
-            raw = document_scores.raw
+        weighting = reading.weighting
+        if weighting is not None and relevance is not None:
+            raw = relevance.of_read(minilm=weighting.reads_minilm)
             if prior is not None and self.parts.first_stage_prior > 0:
                 raw = with_rank_prior(raw, prior[reading.doc_map], self.parts.first_stage_prior)
             scores = weighting.weigh(query, reading.read_docs, reading.read_units, scores, raw)
@@ -424,16 +462,14 @@ class ContextRead:
 
     def ranking(
         self,
-        query: str,
         reading: Reading,
-        forward: Forward,
-        document_scores: DocumentScores | None,
+        relevance: DocumentRelevance | None,
         read: Read,
         args: VerbArgs,
     ) -> tuple[RerankResults, Selected]:
         """``ranking``: the documents ranked from the read (:meth:`document_ranking`), and the
         best ``args.top_n`` of them, in rank order, with their sentences, for the assembly."""
-        ranking = self.document_ranking(query, reading, forward, document_scores, read)
+        ranking = self.document_ranking(reading, relevance, read)
         docs, units = reading.docs, reading.units
         results = ranked_results(
             docs, ranking.raw, ranking.relevance, args.top_n, f"{self.parts.method}:{ranking.how}"
@@ -449,33 +485,18 @@ class ContextRead:
         return results, selected
 
     def document_ranking(
-        self,
-        query: str,
-        reading: Reading,
-        forward: Forward,
-        document_scores: DocumentScores | None,
-        read: Read,
+        self, reading: Reading, relevance: DocumentRelevance | None, read: Read
     ) -> Ranking:
-        """The documents' scores from the read's forward, by input position.
+        """The documents' scores from the read, by input position.
 
-        With the document probe (the forward kept its features): its raw score, ``minilm_weight *
-        z(MiniLM cosine)`` over every document plus the attention correction of the documents
-        attention read; a document the cascade dropped whole gets the correction's mean, 0, so it
-        is ranked by MiniLM alone. Without it, a document's best sentence keep score."""
-        docs, units = reading.docs, reading.units
-        probe = self.parts.document_probe() if document_scores is not None else None
-        if forward.features is None or document_scores is None or probe is None:
-            return best_sentence_ranking(len(docs), units, read.scores)
-        whole = len(reading.doc_map) == len(docs) and len(reading.read_units) == len(units)
-        if document_scores.minilm and whole:
-            raw = document_scores.raw  # the whole context was read: the weighting's own scores
-        else:
-            correction = np.zeros(len(docs))
-            correction[reading.doc_map] = self._probe_scores(
-                probe, query, reading, forward.features, minilm=False
-            )
-            base = zscore_columns(self._document_cosines(query, reading)[:, None])[:, 0]
-            raw = probe.minilm_weight * base + correction
+        With the document probe (the read's relevance): :meth:`DocumentRelevance.of_call`,
+        ``minilm_weight * z(MiniLM cosine)`` over every document plus the attention correction
+        of the documents attention read; a document the cascade dropped whole gets the
+        correction's mean, 0, so it is ranked by MiniLM alone. Without it, a document's best
+        sentence keep score."""
+        if relevance is None:
+            return best_sentence_ranking(len(reading.docs), reading.units, read.scores)
+        raw = relevance.of_call()
         return Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
 
     def assembly(
@@ -503,56 +524,13 @@ class ContextRead:
             notes=notes,
         )
 
-    # -- helpers ---------------------------------------------------------------------------
-
-    def _document_cosines(self, query: str, reading: Reading) -> np.ndarray:
-        """Every document's MiniLM cosine to the query, by input position: the ``candidates``
-        stage's, or (where it ran none) one pass now."""
-        if reading.cosines is not None:
-            return reading.cosines.documents
-        return document_cosines(query, reading.docs)
-
-    def _weighting(self, reading: Reading) -> DocumentWeighting | None:
-        """The weighting that applies to what attention reads: only with several documents."""
-        return self.parts.weighting() if len(reading.read_docs) > 1 else None
-
-    def _document_probe(self, reading: Reading, *, rank: bool) -> DocumentProbe | None:
-        """The document probe when something reads its scores: a weighting, or ``rank``."""
-        return self.parts.document_probe() if (self._weighting(reading) or rank) else None
-
-    def _probe_scores(
-        self,
-        probe: DocumentProbe,
-        query: str,
-        reading: Reading,
-        features: SentenceFeatures,
-        *,
-        minilm: bool,
-        cosines: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """The document probe's raw scores of the read documents from ``features``
-        (``minilm=False``: its attention correction alone; ``cosines``: the documents' MiniLM
-        cosines when already known)."""
-        return score_documents(
-            probe,
-            self.parts.tokenizer(),
-            query,
-            reading.read_docs,
-            reading.read_units,
-            features.names,
-            features.matrix,
-            features.config,
-            minilm=minilm,
-            cosines=cosines,
-        )
-
 
 __all__ = [
     "STAGES",
     "ContextRead",
-    "DocumentScores",
     "Forward",
     "ReadParts",
+    "ReadPlan",
     "Reading",
     "Selected",
     "Stage",

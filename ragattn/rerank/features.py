@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragattn.lexical import bm25_scores, dense_scores
+from ragattn.lexical import bm25_scores, document_cosines
 from ragattn.rerank.icr import WindowedAttention
 from ragattn.types import Document
 
@@ -25,7 +25,7 @@ def bm25_local(query: str, documents: Sequence[Document]) -> np.ndarray:
 
 def dense_local(query: str, documents: Sequence[Document]) -> np.ndarray:
     """MiniLM cosine (in [-1, 1]) of the query and each candidate's ``title + text``."""
-    return dense_scores(query, [f"{d.title or ''} {d.text}".strip() for d in documents])
+    return document_cosines(query, documents)
 
 
 def head_masses(

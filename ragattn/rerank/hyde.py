@@ -25,7 +25,7 @@ import numpy as np
 
 from ragattn.errors import InputTooLargeError
 from ragattn.greedy import greedy_complete
-from ragattn.lexical import dense_scores
+from ragattn.lexical import dense_scores, titled_text
 from ragattn.prompt import CHAT_WRAPPERS
 from ragattn.proxy import Proxy
 from ragattn.rerank.base import DocScores
@@ -128,7 +128,7 @@ class HydeScorer:
     def score(
         self, query: str, documents: Sequence[Document], first_stage_order: Sequence[int] | None
     ) -> DocScores:
-        texts = [f"{d.title or ''} {d.text}".strip() for d in documents]
+        texts = [titled_text(d) for d in documents]
         by_query = dense_scores(query, texts)
         warnings: tuple[str, ...] = ()
         raw = by_query

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragattn.document_probe import DocumentProbe, pool_documents, zscore_columns
+from ragattn.document_probe import DocumentProbe, attention_correction
 from ragattn.errors import ModelLoadError
 from ragattn.lexical import sigmoid
 from ragattn.proxy import Proxy
@@ -33,10 +33,9 @@ from ragattn.rerank.base import DocScores
 from ragattn.rerank.features import dense_local
 from ragattn.sentence_attention import (
     Rows,
-    Unit,
     attention_block,
     attention_config,
-    unit_widths,
+    units_of,
 )
 from ragattn.sentences import split_sentences
 from ragattn.types import Document
@@ -107,21 +106,16 @@ class AttentionProbeScorer:
         # one scale for the whole list (a window's best document is not the list's best), summed
         # in the canonical order so that the floating-point result is free of the input order
         base = np.zeros(len(docs))
-        base[order] = self.probe.minilm_weight * zscore_columns(minilm[order][:, None])[:, 0]
+        base[order] = self.probe.base(minilm[order])
         windows = [
             order[w : w + self.docs_per_window] for w in range(0, len(order), self.docs_per_window)
         ]
         tok = self.proxy.tokenizer
         for window in windows:
             sub = [docs[i] for i in window]
-            units = [
-                Unit(d, s.start, s.end)
-                for d, doc in enumerate(sub)
-                for s in split_sentences(doc.text)
-            ]
+            units = units_of(sub, lambda text: ((s.start, s.end) for s in split_sentences(text)))
             if not units:
                 continue
-            widths = unit_widths(tok, sub, units)
             matrix, names, _ = attention_block(
                 self.proxy,
                 query,
@@ -131,11 +125,8 @@ class AttentionProbeScorer:
                 layers=self.probe.layers,
                 max_chunk_tokens=1 << 30,
             )
-            pooled_names, pooled = pool_documents(
-                names, matrix, [u.doc for u in units], widths, len(sub)
-            )
-            raw[window] = base[window] + self.probe.correction(
-                pooled_names, pooled, self.feature_config
+            raw[window] = base[window] + attention_correction(
+                self.probe, tok, sub, units, names, matrix, self.feature_config
             )
         warnings: list[str] = []
         if cut:

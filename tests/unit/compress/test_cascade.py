@@ -11,7 +11,9 @@ import pytest
 
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import Cascade, keep_by_tokens, keep_linked, named_documents
+from ragattn.document_probe import CandidateCosines
 from ragattn.errors import InvalidInputError
+from ragattn.lexical import document_cosines
 from ragattn.sentence_attention import Unit
 from ragattn.types import Document
 
@@ -91,19 +93,19 @@ def test_a_cut_read_weighs_its_documents_by_their_whole_text(
 ) -> None:
     """Under a cut, the document-aware selection reads each document's MiniLM cosine over its
     whole text, the pass the ranking makes anyway, not a second pass over the cut documents."""
-    import ragattn.document_probe as document_probe
+    import ragattn.lexical as lexical
 
     cascade = Cascade(min_tokens=16, keep=0.5, scorer="bm25", min_room=1.0)
     compressor = Compressor(proxy, cascade=cascade)
     assert compressor.document_weighting() is not None
     seen: list[list[str]] = []
-    real = document_probe.dense_scores
+    real = lexical.dense_scores
 
     def recorded(query: str, texts: list[str]) -> Any:
         seen.append(list(texts))
         return real(query, texts)
 
-    monkeypatch.setattr(document_probe, "dense_scores", recorded)
+    monkeypatch.setattr(lexical, "dense_scores", recorded)
     out = compressor.compress(QUERY, FACTS, ratio=0.2)
     assert any(w.startswith("the cascade") for w in out.warnings)
     assert seen == [FACTS]  # the whole documents, once
@@ -462,14 +464,14 @@ def test_the_ceiling_bounds_what_attention_reads_for_every_budget(
     ]
     first = _Bm25First()
     total = sum(costs)
-    cut = cascade.cut(
-        "When was the Eiffel Tower completed?",
-        docs,
-        units,
-        Budget(kind="ratio", value=ratio),
-        tokenizer=tokenizer,
-        lexical=lambda: first,
-    )
+    query = "When was the Eiffel Tower completed?"
+    sizes = cascade.sizes(docs, units, Budget(kind="ratio", value=ratio), tokenizer=tokenizer)
+    cut = None
+    if sizes is not None:
+        assert sizes.costs == costs
+        ran = cascade.minilm_pass(sizes)
+        cosines = CandidateCosines(documents=document_cosines(query, docs)) if ran else None
+        cut = cascade.cut(query, docs, units, sizes, lexical=lambda: first, cosines=cosines)
     if cut is None:  # read whole: no room to cut and no more than the ceiling
         assert total <= 2048 and 1.5 * ratio * total > 0.8 * total
         return
@@ -511,10 +513,11 @@ def test_the_precut_scores_the_named_then_the_closest_documents_only() -> None:
     costs = [10, 10, 10, 10]
     query = "Where was Walter Lang born, and when was the Eiffel Tower completed?"
     # precut 2 x a read of 25 % = 20 tokens: two whole documents
-    kept = precut_units(query, docs, units, costs, precut=2.0, share=0.25)
+    cosines = document_cosines(query, docs)
+    kept = precut_units(query, docs, units, costs, precut=2.0, share=0.25, cosines=cosines)
     assert kept is not None and set(units[i].doc for i in kept) == {1, 2}
-    assert precut_units(query, docs, units, costs, precut=None, share=0.25) is None
-    assert precut_units(query, docs, units, costs, precut=4.0, share=0.25) is None  # all of it
+    assert precut_units(query, docs, units, costs, None, 0.25, cosines) is None
+    assert precut_units(query, docs, units, costs, 4.0, 0.25, cosines) is None  # all of it
 
 
 def test_pooled_cosines_keep_the_document_cosines_and_encode_far_sentences_alone() -> None:

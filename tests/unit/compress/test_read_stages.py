@@ -16,6 +16,7 @@ import pytest
 from ragattn.compress import Cascade, Compressor
 from ragattn.compress.read import STAGES, ContextRead, StageClock
 from ragattn.contract import VerbArgs
+from ragattn.lexical import titled_text
 from ragattn.types import Budget, Document
 
 QUERY = "Who designed the Eiffel Tower and when was it completed?"
@@ -190,7 +191,7 @@ def test_minilm_reads_every_candidate_once_in_the_candidates_stage(
     embedder = shared_embedder()
     monkeypatch.setattr(embedder, "cache_size", 0)
     docs = pool(120, titled=True)
-    whole = [f"{d.title or ''} {d.text}".strip() for d in docs]
+    whole = [titled_text(d) for d in docs]
     seen: list[str] = []
     stage_of: list[str] = []
     forward = embedder._forward
