@@ -314,17 +314,28 @@ def _rerank_result(
     index = _get(obj, where, "index", lambda v, at: _index(v, at, len(docs)))
     relevance = _get(obj, where, "relevance_score", _number)
     raw = relevance if raw_is_relevance else _get(obj, where, "raw_score", _number)
-    spans = _get_optional(
-        obj, where, "kept_spans", lambda v, at: _kept_spans(v, at, index, docs[index].text)
+    source = docs[index].text
+    spans = _get_optional(obj, where, "kept_spans", lambda v, at: _kept_spans(v, at, index, source))
+    pruned = _get_optional(obj, where, "pruned_text", _string)
+    added = _get_optional(
+        obj, where, "added", lambda v, at: _added(v, at, source, _pruned(pruned, at))
     )
     return RerankResult(
         index=index,
         relevance_score=relevance,
         raw_score=raw,
         document=docs[index],
-        pruned_text=_get_optional(obj, where, "pruned_text", _string),
+        pruned_text=pruned,
         kept_spans=spans or (),
+        added=added or (),
     )
+
+
+def _pruned(text: str | None, where: str) -> str:
+    """The pruned text a result's ``added`` stands in; a result without one has nothing added."""
+    if text is None:
+        raise _bad(where, "added without pruned_text")
+    return text
 
 
 def rerank_results(
@@ -336,7 +347,8 @@ def rerank_results(
 
     Raises:
         InvalidResponseError: a field is missing, of the wrong type or not finite, an index is
-            outside ``docs`` or repeated, or a kept span is outside its document.
+            outside ``docs`` or repeated, a kept span is outside its document, or an ``added``
+            text is not its document's nor at its offset of ``pruned_text``.
     """
     obj = _object(body, "")
     items = _get(obj, "", "results", _list)
