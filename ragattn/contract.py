@@ -25,6 +25,7 @@ from ragattn.errors import InvalidInputError
 from ragattn.first_stage import check_first_stage_order
 from ragattn.languages import AUTO, check_language
 from ragattn.types import (
+    DEFAULT_BUDGET,
     Budget,
     CompressionResult,
     Document,
@@ -38,7 +39,21 @@ from ragattn.validation import check_query
 Verb = Literal["rerank", "compress", "rerank_compress"]
 VERBS: tuple[Verb, ...] = ("rerank", "compress", "rerank_compress")
 BUDGET_KEYWORDS: tuple[str, ...] = ("ratio", "target_tokens", "threshold")
-"""The three ways to give a budget (exactly one per call), as keywords and wire fields."""
+"""The three ways to give a budget (at most one per call; none: :func:`default_budget`), as
+keywords and wire fields."""
+
+
+def default_budget(max_tokens: int | None = None) -> Budget:
+    """The budget of a compress call that names none: :data:`~ragattn.types.DEFAULT_BUDGET`, its
+    ceiling replaced by ``max_tokens`` when the caller gives one alone (tokens).
+
+    Raises:
+        InvalidInputError: a ``max_tokens`` that is not a positive integer of at most
+            :data:`~ragattn.types.MAX_TARGET_TOKENS`.
+    """
+    if max_tokens is None:
+        return DEFAULT_BUDGET
+    return Budget(kind=DEFAULT_BUDGET.kind, value=DEFAULT_BUDGET.value, max_tokens=max_tokens)
 
 
 def verb_keywords(verb: Verb) -> tuple[str, ...]:
@@ -112,25 +127,19 @@ class VerbArgs:
             )
 
     @classmethod
-    def check(
-        cls,
-        verb: Verb,
-        given: Mapping[str, Any] | None = None,
-        *,
-        default_budget: Budget | None = None,
-    ) -> VerbArgs:
+    def check(cls, verb: Verb, given: Mapping[str, Any] | None = None) -> VerbArgs:
         """Check the keywords of a call as given (``top_n``, ``ratio``/``target_tokens``/
         ``threshold`` or ``budget``, ``max_tokens`` with ``ratio``, and the other fields), once;
-        ``default_budget`` when a compress verb is given none (a ``max_tokens`` given alone
-        replaces the ceiling of a ratio ``default_budget``).
+        a compress verb given no budget gets :func:`default_budget` (a ``max_tokens`` given alone
+        replaces its ceiling).
 
         Raises:
-            InvalidInputError: a bad ``top_n``, not exactly one valid budget for a compress verb,
-                a budget for ``rerank``, or an unknown ``language``.
+            InvalidInputError: a bad ``top_n``, more than one budget or an invalid one for a
+                compress verb, a budget for ``rerank``, or an unknown ``language``.
         """
         kw = dict(given or {})
         try:
-            budget = _one_budget(verb, kw, default_budget)
+            budget = _one_budget(verb, kw)
         except InvalidInputError:
             check_top_n(kw.get("top_n"))  # a bad top_n is named first, as construction does
             raise
@@ -164,20 +173,19 @@ class VerbArgs:
         return out
 
 
-def _one_budget(
-    verb: Verb, given: Mapping[str, Any], default_budget: Budget | None
-) -> Budget | None:
-    """The budget of a call's keywords (:meth:`VerbArgs.check`): none for ``rerank``."""
+def _one_budget(verb: Verb, given: Mapping[str, Any]) -> Budget | None:
+    """The budget of a call's keywords (:meth:`VerbArgs.check`): none for ``rerank``,
+    :func:`default_budget` for a compress verb given none."""
     raw = tuple(given.get(k) for k in BUDGET_KEYWORDS)
     budget, max_tokens = given.get("budget"), given.get("max_tokens")
     if verb == "rerank":
         if budget is not None or raw != (None, None, None) or max_tokens is not None:
             raise InvalidInputError("rerank takes no budget; use compress or rerank-compress")
         return None
-    if budget is None and raw == (None, None, None) and default_budget is not None:
-        if max_tokens is None:
-            return default_budget
-        return Budget(kind=default_budget.kind, value=default_budget.value, max_tokens=max_tokens)
+    if budget is None and raw == (None, None, None):
+        return default_budget(max_tokens)
+    if sum(v is not None for v in (*raw, budget)) > 1:
+        raise InvalidInputError("give at most one budget: ratio, target_tokens or threshold")
     return Budget.from_args(*raw, max_tokens=max_tokens, given=budget)
 
 
@@ -252,7 +260,8 @@ class CompressVerbs(Generic[_C, _RC]):
         language: str = AUTO,
         first_stage_order: Sequence[int] | None = None,
     ) -> _C:
-        """Compress ``documents`` (or one ``context`` string) for ``query`` under one budget.
+        """Compress ``documents`` (or one ``context`` string) for ``query`` under one budget
+        (none given: :data:`~ragattn.types.DEFAULT_BUDGET`, a fifth of the tokens, at most 1,024).
 
         Args:
             query: the question the context should answer (non-empty).
@@ -262,7 +271,8 @@ class CompressVerbs(Generic[_C, _RC]):
             threshold: keep sentences with keep score >= threshold (in [0, 1]).
             budget: the budget as one checked :class:`Budget`, instead of the three above.
             max_tokens: with ``ratio``, the most tokens kept whatever the ratio gives (a
-                ceiling, in ``tokenizer``'s tokens; default none).
+                ceiling, in ``tokenizer``'s tokens; default none); alone, the ceiling of the
+                default budget instead of its 1,024.
             keep_order: kept sentences in original order (default) or best first.
             tokenizer: counts tokens: a tokenizer object or a local/offline name; default the
                 proxy's.
@@ -284,8 +294,9 @@ class CompressVerbs(Generic[_C, _RC]):
             warnings say so).
 
         Raises:
-            InvalidInputError: empty query, not exactly one valid budget (or a ``max_tokens``
-                without ``ratio``), malformed documents, an unknown ``language``.
+            InvalidInputError: empty query, more than one budget or an invalid one (or a
+                ``max_tokens`` beside ``target_tokens`` or ``threshold``), malformed documents,
+                an unknown ``language``.
         """
         return self._compress_given(query, documents, _given(locals()))
 
@@ -362,6 +373,7 @@ __all__ = [
     "RerankVerbs",
     "Verb",
     "VerbArgs",
+    "default_budget",
     "input_documents",
     "verb_keywords",
 ]

@@ -120,13 +120,9 @@ class RerankResult:
         document: the input document (text, id, title, metadata kept).
         pruned_text: only from a rerank that also pruned (the service's rerank routes with
             ``prune``): the document's kept sentences, a concatenation of substrings of
-            ``document.text`` (for a Markdown document with the fences and table headers listed
-            in ``added``); ``None`` when nothing was pruned.
+            ``document.text``; ``None`` when nothing was pruned.
         kept_spans: with ``pruned_text``, the kept sentences as character ranges (Unicode code
             points) of ``document.text`` with their keep scores in [0, 1]; empty otherwise.
-        added: with ``pruned_text``, the fences and table headers repeated into it so that a
-            Markdown document's kept text stays valid Markdown (never kept spans;
-            :attr:`CompressedDocument.added`); empty otherwise.
     """
 
     index: int
@@ -135,7 +131,6 @@ class RerankResult:
     document: Document
     pruned_text: str | None = None
     kept_spans: tuple[KeptSpan, ...] = ()
-    added: tuple[AddedText, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -147,8 +142,6 @@ class RerankResult:
         if self.pruned_text is not None:
             out["pruned_text"] = self.pruned_text
             out["kept_spans"] = [to_plain(s) for s in self.kept_spans]
-            if self.added:
-                out["added"] = [to_plain(a) for a in self.added]
         return out
 
 
@@ -300,8 +293,8 @@ MAX_TARGET_TOKENS = 10_000_000
 """The largest ``target_tokens`` (``ragattn.settings.TOKEN_CEILING``, the most tokens any setting
 or request names), so that no budget overflows a float."""
 DEFAULT_MAX_CONTEXT_TOKENS = 1024
-"""The token ceiling of the default ratio budgets (the pipeline's, the adapters'), so that the
-context a generator gets stops growing with the candidates.
+"""The token ceiling of :data:`DEFAULT_BUDGET` (and of the two-pass flow's default ratio), so
+that the context a generator gets stops growing with the candidates.
 
 Why 1,024: the one read's attention reads at most 2,048 proxy tokens (the ``ceiling`` of
 :data:`ragattn.compress.cascade.DEFAULT_CASCADE`) and leaves the budget a room of 1.5 times its
@@ -428,6 +421,24 @@ def _checked_max_tokens(kind: BudgetKind, max_tokens: object) -> int:
             f"max_tokens must be a positive integer of at most {MAX_TARGET_TOKENS}"
         )
     return max_tokens
+
+
+DEFAULT_BUDGET = Budget(kind="ratio", value=0.2, max_tokens=DEFAULT_MAX_CONTEXT_TOKENS)
+"""The budget of a call that names none, the same on every door: the library's verbs
+(``compress``, ``rerank_and_compress``), ``/v1/compress``, ``/v1/rerank_compress`` and the rerank
+routes' ``prune: {}``, the SDK (it sends nothing; the service applies this), the LangChain and
+LlamaIndex adapters, ``ragattn batch``, and ``ask`` / ``/v1/ask`` / ``ragattn ask`` (the one read).
+
+Keep a fifth of the tokens, at most 1,024 (:data:`DEFAULT_MAX_CONTEXT_TOKENS` says why 1,024: the
+one read's attention reads at most 2,048 proxy tokens and leaves a budget a room of 1.5 times its
+tokens, so the default never fills past what attention read). 20 candidates of ~128 tokens
+(2,560) keep 512 tokens, the ceiling not binding; 100 (12,800) keep 1,024, not 2,560. A
+``max_tokens`` given alone replaces the ceiling (:func:`ragattn.contract.default_budget`); a
+``ratio`` given has none unless ``max_tokens`` gives one.
+
+One flow keeps its own ratio: ``flow="two_pass"`` compresses only the ``top_n`` (5) passages its
+reranker kept, so it keeps half of their tokens under the same ceiling
+(:data:`ragattn.pipeline.FLOW_DEFAULTS` says why)."""
 
 
 def check_top_n(top_n: object) -> int | None:

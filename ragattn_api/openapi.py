@@ -28,6 +28,7 @@ from ragattn.languages import LANGUAGES
 from ragattn.methods import MethodTable
 from ragattn.rerank.registry import METHODS as RERANK_METHODS
 from ragattn.settings import Settings
+from ragattn.types import DEFAULT_BUDGET
 from ragattn_api.errors import error_response
 
 SECURITY_SCHEME = "bearer"
@@ -105,6 +106,13 @@ def _present(name: str) -> Schema:
 
 def _exactly_one(*names: str) -> Schema:
     return Schema(one_of=[_present(n) for n in names])
+
+
+def _none_or_one(*names: str) -> Schema:
+    """Matches an object with at most one of ``names`` present (a budget: none is the default
+    budget, :data:`~ragattn.types.DEFAULT_BUDGET`)."""
+    none = Schema(all_of=[Schema(schema_not=_present(n)) for n in names])
+    return Schema(one_of=[*(_present(n) for n in names), none])
 
 
 def _at_most_one(a: str, b: str) -> Schema:
@@ -215,11 +223,12 @@ def tighten(
     proxy tokens, documented as 413):
 
     - exactly one of ``documents`` / ``texts`` (rerank) or ``documents`` / ``context`` (compress),
-      and exactly one budget among ``ratio``, ``rate``, ``target_tokens``, ``target_token``,
-      ``threshold``, ``max_tokens`` only with ``ratio`` (or ``rate``); at most one of ``top_n``
-      and its alias ``top_k``; in the rerank request's ``prune`` object exactly one of ``ratio``,
-      ``target_tokens``, ``threshold`` (``max_tokens`` only with ``ratio``) and no other key, and
-      ``prune`` not with ``method``;
+      and at most one budget among ``ratio``, ``rate``, ``target_tokens``, ``target_token``,
+      ``threshold`` (none: :data:`~ragattn.types.DEFAULT_BUDGET`), ``max_tokens`` not with
+      ``target_tokens`` or ``threshold``; at most one of ``top_n`` and its alias ``top_k``; in the
+      rerank request's ``prune`` object at most one of ``ratio``, ``target_tokens``,
+      ``threshold`` (``max_tokens`` not with the last two) and no other key, and ``prune`` not
+      with ``method``;
     - at most ``RAGATTN_MAX_DOCUMENTS`` documents, ``k`` and ``top_k``;
     - ``method`` one of the rerank methods (``rerank_methods``, default: the library's registry)
       or compression methods this server knows, each described with what it needs (the description
@@ -240,17 +249,17 @@ def tighten(
             _at_most_one("prune", "method"),
         ],
         "PruneIn": [
-            _exactly_one("ratio", "target_tokens", "threshold"),
+            _none_or_one("ratio", "target_tokens", "threshold"),
             *_ceiling_rules("target_tokens", "threshold"),
         ],
         "CompressRequest": [
             _exactly_one("documents", "context"),
-            _exactly_one(*budget),
+            _none_or_one(*budget),
             *_ceiling_rules(*not_ratio),
         ],
         "RerankCompressRequest": [
             _exactly_one("documents", "context"),
-            _exactly_one(*budget),
+            _none_or_one(*budget),
             *_ceiling_rules(*not_ratio),
             _at_most_one("top_n", "top_k"),
         ],
@@ -307,9 +316,11 @@ def tighten(
 
 _PRUNE_HELP = (
     "Optional, not part of Cohere's API: each result's kept sentences under one budget, counted "
-    "across all returned results in the proxy's tokens. Exactly one of ratio (fraction of tokens "
+    "across all returned results in the proxy's tokens. At most one of ratio (fraction of tokens "
     "kept), target_tokens (most tokens kept) or threshold (lowest keep score kept), with ratio "
-    "optionally max_tokens (a ceiling on it); any other key is a 400. The compressor's one "
+    "optionally max_tokens (a ceiling on it); none ({}): the default budget of every door, ratio "
+    f"{DEFAULT_BUDGET.value} at most {DEFAULT_BUDGET.max_tokens} tokens (max_tokens alone "
+    "replaces that ceiling); any other key is a 400. The compressor's one "
     "read then ranks and prunes: each result gains pruned_text and kept_spans (code-point "
     "offsets into its document's text as sent), meta gains pruning (token counts) and the "
     "response's method names the ranking method. Not with 'method'. Omitted (or null), the "
@@ -318,17 +329,7 @@ _PRUNE_HELP = (
 _PRUNED_TEXT_HELP = (
     "Only with 'prune': the document's kept sentences in document order, each with its original "
     "trailing whitespace (a concatenation of substrings of its text), right-stripped; empty when "
-    "none of its sentences fit the budget. A Markdown document (one with a fenced code block, a "
-    "table or an ATX heading) is cut along its structure and its kept units joined as valid "
-    "Markdown: the fences around a kept piece of code and the header over a kept table row are "
-    "repeated where the kept text lacks them, each listed in 'added'."
-)
-_ADDED_HELP = (
-    "Only with 'prune', and only where pruned_text repeats something: the fences and table "
-    "headers the library inserted into pruned_text so that a Markdown document's kept text stays "
-    "valid Markdown. Each has its kind (fence or table_header), its text, its offset in "
-    "pruned_text (code points) and the [source_start, source_end) range of the document's text it "
-    "repeats; never a kept span. Counted in meta.pruning's compressed_tokens and the budget."
+    "none of its sentences fit the budget."
 )
 
 
@@ -353,9 +354,6 @@ def _describe_prune(schemas: dict[str, Any]) -> None:
     text = _property(result, "pruned_text") if isinstance(result, Schema) else None
     if text is not None:
         text.description = _PRUNED_TEXT_HELP
-    added = _property(result, "added") if isinstance(result, Schema) else None
-    if added is not None:
-        added.description = _ADDED_HELP
 
 
 _MAX_TOKENS_PER_DOC_HELP = (

@@ -156,7 +156,8 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
             top_n: keep the best ``top_n`` (default all).
             prune: also keep each result's best sentences under this one budget, counted across
                 the returned results in the server's proxy tokens: a :class:`Budget` or
-                ``{"ratio": …}`` / ``{"target_tokens": …}`` / ``{"threshold": …}``. The service's
+                ``{"ratio": …}`` / ``{"target_tokens": …}`` / ``{"threshold": …}`` (``{}``: the
+                service's default, :data:`~ragattn.types.DEFAULT_BUDGET`). The service's
                 compressor then ranks and prunes from one read: each result carries
                 ``pruned_text`` and ``kept_spans`` (offsets into its ``document.text``), and
                 ``results.method`` names the ranking method (its scores are not those of a
@@ -167,7 +168,7 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
                 it; without ``prune`` it refuses one, a plain rerank splits no sentences).
 
         Raises:
-            InvalidInputError: bad arguments (the service's message), e.g. not exactly one budget.
+            InvalidInputError: bad arguments (the service's message), e.g. more than one budget.
             ServiceTimeoutError: no complete answer within ``timeout_s``.
             InvalidResponseError: the answer is not a ragattn server's (``field`` names the part).
         """
@@ -196,7 +197,8 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
         """:meth:`compress` on the service: the arguments and result of
         :meth:`Compressor.compress`. Token counts are in the server's proxy tokenizer
         (``result.tokenizer``); ``tokenizer`` and ``keep_entities`` are not part of the service
-        API and raise InvalidInputError."""
+        API and raise InvalidInputError. A call with no budget sends none, and the service gives
+        it the default every door gives (:data:`~ragattn.types.DEFAULT_BUDGET`)."""
         return self._exchange(lambda: self._given("/v1/compress", query, documents, given))
 
     def _rerank_compress_given(

@@ -36,8 +36,6 @@ from ragattn.contract import (
 from ragattn.errors import InvalidInputError
 from ragattn.languages import AUTO
 from ragattn.types import (
-    DEFAULT_MAX_CONTEXT_TOKENS,
-    Budget,
     CompressedDocument,
     CompressionResult,
     Document,
@@ -236,22 +234,6 @@ def _logged_pair(
     return results, compression
 
 
-DEFAULT_ADAPTER_RATIO = 0.5
-"""The budget of a compression adapter given none: keep half of the tokens (LLMLingua's default
-``rate``), at most :data:`DEFAULT_ADAPTER_MAX_TOKENS`."""
-
-DEFAULT_RETRIEVER_RATIO = 0.2
-"""The budget of a one-read retriever given none: keep a fifth of the tokens of the documents it
-returns (the question's answer is usually a few sentences of the best passages), at most
-:data:`DEFAULT_ADAPTER_MAX_TOKENS`."""
-
-DEFAULT_ADAPTER_MAX_TOKENS = DEFAULT_MAX_CONTEXT_TOKENS
-"""The token ceiling of an adapter's default ratio (1,024,
-:data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS` says why), so that what reaches the generator
-stops growing with the documents; a ``ratio`` the caller gives has none unless ``max_tokens``
-gives one."""
-
-
 def compress_args(
     ratio: float | None,
     target_tokens: int | None,
@@ -260,14 +242,14 @@ def compress_args(
     *,
     verb: Verb = "compress",
     top_n: int | None = None,
-    default_ratio: float = DEFAULT_ADAPTER_RATIO,
     language: str = AUTO,
 ) -> VerbArgs:
     """The compress (or one-read, ``verb="rerank_compress"``) call of an adapter, checked once
-    when the adapter is built: its one budget, or ``ratio=default_ratio`` capped at
-    ``max_tokens`` (default :data:`DEFAULT_ADAPTER_MAX_TOKENS`) when it was given none, and
-    ``top_n`` (one read only; None keeps all). ``max_tokens`` with ``ratio`` caps it; a ``ratio``
-    given without it has no ceiling. ``language`` is the documents' language for sentence
+    when the adapter is built: its one budget, or every door's
+    :data:`~ragattn.types.DEFAULT_BUDGET` (a ratio of 0.2, at most 1,024 tokens; a ``max_tokens``
+    given alone replaces the ceiling) when it was given none, and ``top_n`` (one read only; None
+    keeps all). ``max_tokens`` with ``ratio`` caps it; a ``ratio`` given without it has no
+    ceiling. ``language`` is the documents' language for sentence
     splitting (an ISO 639-1 code of :data:`~ragattn.sentences.LANGUAGES`, or ``"auto"``: by each
     text's script).
 
@@ -283,8 +265,7 @@ def compress_args(
         "max_tokens": max_tokens,
         "top_n": top_n,
     }
-    default = Budget(kind="ratio", value=default_ratio, max_tokens=DEFAULT_ADAPTER_MAX_TOKENS)
-    return VerbArgs.check(verb, {**given, "language": language}, default_budget=default)
+    return VerbArgs.check(verb, {**given, "language": language})
 
 
 Order = Literal["rank", "input"]
@@ -446,9 +427,6 @@ def _best_sentence(doc: CompressedDocument) -> tuple[str, list[dict[str, Any]]]:
 
 
 __all__ = [
-    "DEFAULT_ADAPTER_MAX_TOKENS",
-    "DEFAULT_ADAPTER_RATIO",
-    "DEFAULT_RETRIEVER_RATIO",
     "DEFAULT_TITLE_KEY",
     "KEPT_SPANS_KEY",
     "RAW_SCORE_KEY",

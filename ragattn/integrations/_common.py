@@ -53,9 +53,8 @@ class EngineBudget(BaseModel):
         compressor: a ``Compressor`` (in process), ``Client`` or ``AsyncClient`` (the service);
             None: the shared in-process ``Compressor()``, loaded on the first call.
         ratio / target_tokens / threshold: at most one: the fraction of tokens kept in (0, 1],
-            tokens of the engine's tokenizer, or a keep score in [0, 1]; each adapter says its
-            default ratio, capped at 1,024 tokens
-            (:data:`~ragattn.integrations.DEFAULT_ADAPTER_MAX_TOKENS`).
+            tokens of the engine's tokenizer, or a keep score in [0, 1]; none given: every door's
+            :data:`~ragattn.types.DEFAULT_BUDGET` (a ratio of 0.2, at most 1,024 tokens).
         max_tokens: with ``ratio`` (or the default one), the most tokens kept whatever the ratio
             gives (a ceiling, in the engine's tokenizer); None: 1,024 under the default ratio,
             no ceiling under a ``ratio`` given.
@@ -88,7 +87,7 @@ class SentenceLanguage(BaseModel):
 
 class CompressingAdapter(EngineBudget, SentenceLanguage):
     """The settings of a compressing adapter, checked once by :meth:`_set_up`; with no budget
-    given it keeps ``ratio=0.5``, at most 1,024 tokens.
+    given it keeps :data:`~ragattn.types.DEFAULT_BUDGET` (``ratio=0.2``, at most 1,024 tokens).
 
     Attributes:
         order: ``"rank"`` (one read, best first) or ``"input"`` (compress only, input order).

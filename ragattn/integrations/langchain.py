@@ -74,7 +74,6 @@ from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 from ragattn.contract import VerbArgs  # noqa: E402
 from ragattn.errors import InvalidInputError  # noqa: E402
 from ragattn.integrations import (  # noqa: E402
-    DEFAULT_RETRIEVER_RATIO,
     DEFAULT_TITLE_KEY,
     KEPT_SPANS_KEY,
     RAW_SCORE_KEY,
@@ -203,7 +202,8 @@ class RagattnCompressor(Titled, CompressingAdapter, BaseDocumentCompressor):
 
     Args:
         compressor, ratio, target_tokens, threshold, max_tokens, order: the engine, the one
-            budget (default ``ratio=0.5`` with ``max_tokens=1024``; ``max_tokens`` caps a ratio)
+            budget (default :data:`~ragattn.types.DEFAULT_BUDGET`, ``ratio=0.2`` with
+            ``max_tokens=1024``; ``max_tokens`` caps a ratio)
             and the order, as every compressing adapter takes them
             (:class:`~ragattn.integrations._common.CompressingAdapter`).
         top_n: with ``order="rank"``, rank all documents and compress the best ``top_n``
@@ -301,8 +301,8 @@ class RagattnRetriever(Titled, EngineBudget, SentenceLanguage, BaseRetriever):
             ``AsyncClient`` (the service); default None: the shared in-process ``Compressor()``,
             loaded on the first call.
         k: the most documents returned (default 4); ``invoke(query, k=…)`` overrides it per call.
-        ratio: fraction of the ``k`` best documents' tokens to keep, in (0, 1] (default 0.2,
-            at most 1,024 tokens, when no budget is set); or
+        ratio: fraction of the ``k`` best documents' tokens to keep, in (0, 1] (no budget set:
+            :data:`~ragattn.types.DEFAULT_BUDGET`, 0.2, at most 1,024 tokens); or
         target_tokens: keep at most this many tokens (the engine's tokenizer); or
         threshold: keep sentences whose keep score is at least this, in [0, 1].
         max_tokens: with ``ratio`` (or the default one), the most tokens kept whatever the ratio
@@ -351,7 +351,6 @@ class RagattnRetriever(Titled, EngineBudget, SentenceLanguage, BaseRetriever):
             *self._budget(),
             verb="rerank_compress",
             top_n=self.k,
-            default_ratio=DEFAULT_RETRIEVER_RATIO,
             language=self.language,
         )
         self._engine = Engine(self.compressor, role="reader")

@@ -192,8 +192,9 @@ class RagattnCompressPostprocessor(CompressingAdapter, _Postprocessor):
 
     Args:
         compressor, ratio, target_tokens, threshold, max_tokens, order: the engine (None: the
-            shared in-process ``Compressor()``), the one budget (none given: ``ratio=0.5`` with
-            ``max_tokens=1024``; ``max_tokens`` caps a ratio) and the
+            shared in-process ``Compressor()``), the one budget (none given:
+            :data:`~ragattn.types.DEFAULT_BUDGET`, ``ratio=0.2`` with ``max_tokens=1024``;
+            ``max_tokens`` caps a ratio) and the
             order (``"rank"`` by default), as in
             :class:`~ragattn.integrations._common.CompressingAdapter`.
         top_n: with ``order="rank"``, rank all nodes and compress the best ``top_n`` (default

@@ -8,10 +8,10 @@ a ``ratio`` or a ``language`` with ``compress=False`` (nothing to compress) is o
 bounded (:data:`~ragattn.settings.COUNT_CEILING`) before anything computes with them. A
 ``max_context_tokens`` with ``compress=False`` is refused too.
 
-The default budget is a ratio with a token ceiling
-(:data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS`, 1,024), so the generator's context stops
-growing with the candidates: at the one read's 0.2, 20 candidates of ~128 tokens keep 512 tokens,
-100 keep 1,024 (not 2,560). A ``ratio`` the caller gives has no ceiling unless
+The one read's default budget is every door's, :data:`~ragattn.types.DEFAULT_BUDGET` (a ratio of
+0.2 with a ceiling of 1,024 tokens, so the generator's context stops growing with the
+candidates); the two-pass flow keeps its own ratio under the same ceiling
+(:data:`FLOW_DEFAULTS`). A ``ratio`` the caller gives has no ceiling unless
 ``max_context_tokens`` gives one.
 """
 
@@ -25,7 +25,7 @@ from typing import Any, Literal, TypeVar
 from ragattn.errors import InvalidInputError
 from ragattn.languages import AUTO, check_language
 from ragattn.settings import COUNT_CEILING
-from ragattn.types import DEFAULT_MAX_CONTEXT_TOKENS, MAX_TARGET_TOKENS, Budget
+from ragattn.types import DEFAULT_BUDGET, DEFAULT_MAX_CONTEXT_TOKENS, MAX_TARGET_TOKENS, Budget
 from ragattn.validation import shown
 
 T = TypeVar("T")
@@ -42,12 +42,16 @@ DEFAULT_FLOW: Flow = "one_read"
 """One read of every candidate ranks and prunes (the context for the generator, measured in
 BENCHMARKS.md, "What reaches the generator")."""
 FLOW_DEFAULTS: dict[Flow, tuple[int | None, float]] = {
-    "one_read": (None, 0.2),
+    "one_read": (None, DEFAULT_BUDGET.value),
     "two_pass": (5, 0.5),
 }
-"""``(top_n, ratio)`` of each flow when the caller gives none: one read keeps a fifth of the
-tokens of every candidate; two passes keep half of the best five passages. A default ratio keeps
-at most :data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS` tokens in both flows."""
+"""``(top_n, ratio)`` of each flow when the caller gives none. The one read compresses every
+candidate, as a compress call does, and takes every door's :data:`~ragattn.types.DEFAULT_BUDGET`
+(a fifth of the tokens). Two passes keep their own ratio, the one exception: they compress only
+the best five passages their reranker kept, a quarter of the default 20 candidates: half of
+those is about an eighth of the candidates' tokens, near the one read's fifth, where a fifth of
+them would be a twentieth. A default ratio keeps at most
+:data:`~ragattn.types.DEFAULT_MAX_CONTEXT_TOKENS` tokens in both flows."""
 Mode = Literal["hybrid", "bm25", "dense"]
 
 
@@ -191,7 +195,7 @@ class PipelineOptions:
                 f"got {shown(given)}"
             )
         if given is None and self.ratio is None and self.compress:
-            given = DEFAULT_MAX_CONTEXT_TOKENS
+            given = DEFAULT_MAX_CONTEXT_TOKENS  # DEFAULT_BUDGET's ceiling, in both flows
         object.__setattr__(self, "max_context_tokens", given)
         return given
 

@@ -9,14 +9,9 @@ from typing import Annotated, Any, Literal
 from msgspec import Meta, Struct
 from msgspec.structs import replace
 
+from ragattn.contract import default_budget
 from ragattn.errors import InvalidInputError, ModelOutputError
-from ragattn.types import (
-    Budget,
-    CompressedDocument,
-    CompressionResult,
-    Document,
-    RerankResults,
-)
+from ragattn.types import Budget, CompressionResult, Document, RerankResults
 from ragattn_api.schemas.common import (
     Cap,
     Count,
@@ -36,13 +31,15 @@ from ragattn_api.schemas.common import (
 
 
 class PruneIn(Struct, kw_only=True, forbid_unknown_fields=True):
-    """The rerank routes' ``prune`` object: exactly one budget for the kept sentences of the
-    returned results, counted together (one budget across all of them, in proxy tokens).
+    """The rerank routes' ``prune`` object: at most one budget for the kept sentences of the
+    returned results, counted together (one budget across all of them, in proxy tokens); none
+    (``{}``): :data:`~ragattn.types.DEFAULT_BUDGET`, as every door gives a call without one.
 
     ``ratio`` is the fraction of tokens kept, in (0, 1]; ``target_tokens`` the most tokens kept;
     ``threshold`` the lowest keep score kept, in [0, 1]: the compress route's budgets, without its
     LLMLingua aliases; ``max_tokens`` (optional, with ``ratio`` only) caps a ratio at that many
-    tokens. ``language`` (optional) is the documents' language for sentence splitting, as on the
+    tokens (alone: the default budget's ceiling instead of its 1,024). ``language`` (optional) is
+    the documents' language for sentence splitting, as on the
     compress route: ``auto`` (default) or an ISO 639-1 code. Unlike the top-level fields
     (Cohere's, whose unknown siblings are ignored with a warning) an unknown key in here is a
     400: the object is ours, and a misspelt budget must not pass.
@@ -55,16 +52,20 @@ class PruneIn(Struct, kw_only=True, forbid_unknown_fields=True):
     language: Language = "auto"
 
     def budget(self) -> Budget:
-        """The one :class:`~ragattn.types.Budget` named here.
+        """The one :class:`~ragattn.types.Budget` named here, or the default one
+        (:func:`~ragattn.contract.default_budget`: a ``max_tokens`` alone replaces its ceiling).
 
         Raises:
-            InvalidInputError: none or more than one budget, or ``max_tokens`` without ``ratio``.
+            InvalidInputError: more than one budget, or ``max_tokens`` beside ``target_tokens``
+                or ``threshold``.
         """
+        if (self.ratio, self.target_tokens, self.threshold) == (None, None, None):
+            return default_budget(self.max_tokens)
         try:
             budget = Budget.from_args(self.ratio, self.target_tokens, self.threshold)
         except InvalidInputError as exc:
             raise InvalidInputError(
-                "send exactly one budget in 'prune': ratio, target_tokens or threshold"
+                "send at most one budget in 'prune': ratio, target_tokens or threshold"
             ) from exc
         return _capped(budget, self.max_tokens)
 
@@ -148,8 +149,7 @@ class RerankDocumentOut(Struct):
 
 class RerankResultOut(Struct, omit_defaults=True):
     """One ranked document; ``pruned_text`` and ``kept_spans`` only when the request sent
-    ``prune`` (a request without it gets exactly Cohere's keys), ``added`` only where the pruned
-    text repeats a fence or a table header (:class:`AddedTextOut`, as a compressed document's)."""
+    ``prune`` (a request without it gets exactly Cohere's keys)."""
 
     index: int
     relevance_score: float
@@ -157,7 +157,6 @@ class RerankResultOut(Struct, omit_defaults=True):
     raw_score: float | None = None
     pruned_text: str | None = None
     kept_spans: list[KeptSpanOut] | None = None
-    added: list[AddedTextOut] | None = None
 
 
 class ApiVersion(Struct):
@@ -231,8 +230,7 @@ class RerankResponse(Struct, omit_defaults=True):
         pruned: CompressionResult | None = None,
     ) -> RerankResponse:
         """The wire response of ``result``; with ``pruned`` (the compression of the same call,
-        one document per result) each result also carries its ``pruned_text`` and ``kept_spans``
-        (and ``added`` where its text repeats a fence or a header),
+        one document per result) each result also carries its ``pruned_text`` and ``kept_spans``,
         ``meta.pruning`` the token counts, ``meta.warnings`` the compression's warnings and
         ``method`` the ranking method (``result.method``)."""
         kept = {d.index: d for d in pruned.documents} if pruned is not None else {}
@@ -250,7 +248,6 @@ class RerankResponse(Struct, omit_defaults=True):
                     raw_score=finite(r.raw_score, "raw_score") if raw_scores else None,
                     pruned_text=doc.text if doc is not None else None,
                     kept_spans=kept_spans(doc) if doc is not None else None,
-                    added=added_texts(doc) if doc is not None else None,
                 )
             )
         n_docs = max((r.index for r in result), default=-1) + 1
@@ -285,11 +282,13 @@ def _pruning(result: CompressionResult) -> PruningOut:
 
 
 class CompressRequest(Struct, kw_only=True):
-    """Compress documents (or one ``context``) for a query under exactly one budget.
+    """Compress documents (or one ``context``) for a query under at most one budget (none:
+    :data:`~ragattn.types.DEFAULT_BUDGET`, as every door gives a call without one).
 
     ``rate`` and ``target_token`` are LLMLingua's names for ``ratio`` and ``target_tokens``.
     ``max_tokens`` (optional, with ``ratio`` only) is a ceiling on a ratio: the most tokens kept
-    whatever the ratio gives. ``language`` (optional) is the documents' language for sentence
+    whatever the ratio gives; alone, the default budget's ceiling instead of its 1,024.
+    ``language`` (optional) is the documents' language for sentence
     splitting: ``auto`` (default, by each text's script) or an ISO 639-1 code
     (:data:`~ragattn_api.schemas.common.Language`). ``first_stage_order`` (optional) lists the
     documents' indices in the caller's retriever order, best first, when they come ranked: the
@@ -327,20 +326,23 @@ class CompressRequest(Struct, kw_only=True):
         return to_documents(self.documents or [])
 
     def resolved_budget(self) -> Budget:
-        """Exactly one of ratio / target_tokens / threshold, aliases folded in, as the one checked
+        """At most one of ratio / target_tokens / threshold, aliases folded in, as the one checked
         :class:`~ragattn.types.Budget` the library takes (:meth:`Budget.from_args` holds the
-        rule), capped at ``max_tokens`` when given (a ratio only)."""
+        rule), capped at ``max_tokens`` when given (a ratio only); none: the default budget
+        (:func:`~ragattn.contract.default_budget`), its ceiling ``max_tokens`` when given."""
         if self.ratio is not None and self.rate is not None:
             raise InvalidInputError("send 'ratio' or its alias 'rate', not both")
         if self.target_tokens is not None and self.target_token is not None:
             raise InvalidInputError("send 'target_tokens' or its alias 'target_token', not both")
         ratio = self.ratio if self.ratio is not None else self.rate
         target = self.target_tokens if self.target_tokens is not None else self.target_token
+        if (ratio, target, self.threshold) == (None, None, None):
+            return default_budget(self.max_tokens)
         try:
             budget = Budget.from_args(ratio, target, self.threshold)
         except InvalidInputError as exc:
             raise InvalidInputError(
-                "send exactly one budget: ratio (or rate), target_tokens or threshold"
+                "send at most one budget: ratio (or rate), target_tokens or threshold"
             ) from exc
         return _capped(budget, self.max_tokens)
 
@@ -427,25 +429,20 @@ def compressed_documents(result: CompressionResult) -> list[CompressedDocumentOu
             text=d.text,
             kept_spans=kept_spans(d),
             sentence_scores=[finite(x, "sentence_score") for x in d.sentence_scores],
-            added=added_texts(d),
+            added=[
+                AddedTextOut(
+                    kind=a.kind,
+                    text=a.text,
+                    offset=a.offset,
+                    source_start=a.source_start,
+                    source_end=a.source_end,
+                )
+                for a in d.added
+            ]
+            or None,
         )
         for d in result.documents
     ]
-
-
-def added_texts(document: CompressedDocument) -> list[AddedTextOut] | None:
-    """A compressed document's repeated fences and headers on the wire; None (the key left
-    out) when it repeats none."""
-    return [
-        AddedTextOut(
-            kind=a.kind,
-            text=a.text,
-            offset=a.offset,
-            source_start=a.source_start,
-            source_end=a.source_end,
-        )
-        for a in document.added
-    ] or None
 
 
 class RerankCompressRequest(CompressRequest, kw_only=True):
@@ -537,7 +534,6 @@ __all__ = [
     "RerankResponse",
     "RerankResultOut",
     "StageSecondsOut",
-    "added_texts",
     "compressed_documents",
     "stage_seconds",
 ]

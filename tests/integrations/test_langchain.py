@@ -282,7 +282,7 @@ def test_retriever_steps_keep_the_earlier_pipelines(
 
 
 def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> None:
-    with pytest.raises(InvalidInputError, match=re.escape("give exactly one budget")):
+    with pytest.raises(InvalidInputError, match=re.escape("give at most one budget")):
         RagattnCompressor(compressor=compressor, ratio=0.5, threshold=0.2)
     with pytest.raises(InvalidInputError, match=re.escape("reranker must be a ragattn Reranker")):
         RagattnRerank(reranker=compressor)
@@ -293,7 +293,7 @@ def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> No
     base = ListRetriever(documents=[])
     with pytest.raises(InvalidInputError, match=re.escape("k must be a positive integer")):
         RagattnRetriever(base_retriever=base, k=0)
-    with pytest.raises(InvalidInputError, match=re.escape("give exactly one budget")):
+    with pytest.raises(InvalidInputError, match=re.escape("give at most one budget")):
         RagattnRetriever(base_retriever=base, ratio=0.2, target_tokens=50)
     with pytest.raises(InvalidInputError, match=re.escape("ratio is the fraction of tokens")):
         RagattnRetriever(base_retriever=base, ratio=1.5)

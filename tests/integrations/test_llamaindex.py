@@ -197,7 +197,7 @@ def test_postprocessors_refuse_bad_input(reranker: Any, compressor: Any, corpus:
     with pytest.raises(InvalidInputError, match=re.escape("a query is required")):
         post.postprocess_nodes(nodes(corpus))
     assert post.postprocess_nodes([], query_str=corpus.query) == []
-    with pytest.raises(InvalidInputError, match=re.escape("give exactly one budget")):
+    with pytest.raises(InvalidInputError, match=re.escape("give at most one budget")):
         RagattnCompressPostprocessor(compressor=compressor, ratio=0.3, target_tokens=10)
     with pytest.raises(InvalidInputError, match=re.escape("compressor must be a ragattn")):
         RagattnCompressPostprocessor(compressor=reranker, ratio=0.3)

@@ -15,7 +15,7 @@ from ragattn.compress.cascade import DEFAULT_CASCADE
 from ragattn.contract import VerbArgs
 from ragattn.errors import InvalidInputError
 from ragattn.pipeline import FLOWS, PipelineOptions
-from ragattn.types import DEFAULT_MAX_CONTEXT_TOKENS, MAX_TARGET_TOKENS, Budget
+from ragattn.types import DEFAULT_BUDGET, DEFAULT_MAX_CONTEXT_TOKENS, MAX_TARGET_TOKENS, Budget
 
 CAPPED = Budget(kind="ratio", value=0.2, max_tokens=1024)
 PLAIN = Budget(kind="ratio", value=0.2)
@@ -121,11 +121,11 @@ def test_a_ceiling_makes_another_budget_and_another_cache_key() -> None:
 def test_verb_args_take_the_ceiling_as_a_keyword() -> None:
     args = VerbArgs.check("compress", {"ratio": 0.2, "max_tokens": 1024})
     assert args.budget == CAPPED
-    # a ceiling alone replaces the default budget's
-    default = Budget(kind="ratio", value=0.5, max_tokens=DEFAULT_MAX_CONTEXT_TOKENS)
-    alone = VerbArgs.check("compress", {"max_tokens": 64}, default_budget=default)
-    assert alone.budget == Budget(kind="ratio", value=0.5, max_tokens=64)
-    assert VerbArgs.check("compress", {}, default_budget=default).budget == default
+    # no budget: the default every door gives; a ceiling alone replaces the default budget's
+    assert Budget(kind="ratio", value=0.2, max_tokens=DEFAULT_MAX_CONTEXT_TOKENS) == DEFAULT_BUDGET
+    alone = VerbArgs.check("rerank_compress", {"max_tokens": 64})
+    assert alone.budget == Budget(kind="ratio", value=0.2, max_tokens=64)
+    assert VerbArgs.check("compress", {}).budget is DEFAULT_BUDGET
     with pytest.raises(InvalidInputError, match="rerank takes no budget"):
         VerbArgs.check("rerank", {"max_tokens": 64})
 
@@ -138,6 +138,9 @@ def test_the_pipelines_default_budget_has_the_ceiling(flow: Any) -> None:
     options = PipelineOptions(flow=flow)
     assert options.budget.max_tokens == options.max_context_tokens == DEFAULT_MAX_CONTEXT_TOKENS
     assert options.budget.kind == "ratio"
+    # the one read's is every door's; two passes keep half of their five passages
+    assert (options.budget == DEFAULT_BUDGET) is (flow == "one_read")
+    assert options.budget.value == (0.2 if flow == "one_read" else 0.5)
 
 
 def test_a_callers_ratio_keeps_no_ceiling_unless_one_is_given() -> None:

@@ -14,15 +14,16 @@ import pytest
 
 from ragattn.client import Client
 from ragattn.compress import budget as compress_budget
-from ragattn.contract import VerbArgs, verb_keywords
+from ragattn.contract import BUDGET_KEYWORDS, VerbArgs, verb_keywords
 from ragattn.errors import InputTooLargeError, InvalidInputError
 from ragattn.generate import GeneratedAnswer
 from ragattn.limits import LimitChecker, Limits
 from ragattn.pipeline import PipelineOptions, Question, RAGPipeline
 from ragattn.retrieve.corpus import Hit
-from ragattn.types import Budget, Document
+from ragattn.types import DEFAULT_BUDGET, Budget, Document
 
 ONE = "give exactly one budget: ratio, target_tokens or threshold"
+AT_MOST_ONE = "give at most one budget: ratio, target_tokens or threshold"
 
 
 # --- Budget -----------------------------------------------------------------------------------
@@ -75,8 +76,14 @@ def test_verb_args_carry_what_each_verb_takes() -> None:
     }
     assert (args.top_n, args.budget) == (2, Budget(kind="target_tokens", value=10))
     assert VerbArgs(verb="rerank", top_n=3).params() == {"top_n": 3}
-    compress = VerbArgs.check("compress", {}, default_budget=Budget(kind="ratio", value=0.5))
-    assert compress.params() == {"keep_order": True, "language": "auto", "ratio": 0.5}
+    compress = VerbArgs.check("compress", {})
+    assert compress.budget is DEFAULT_BUDGET
+    assert compress.params() == {
+        "keep_order": True,
+        "language": "auto",
+        "ratio": 0.2,
+        "max_tokens": 1024,
+    }
 
 
 @pytest.mark.parametrize(
@@ -84,7 +91,9 @@ def test_verb_args_carry_what_each_verb_takes() -> None:
     [
         ("rerank", {"ratio": 0.5}, "rerank takes no budget; use compress or rerank-compress"),
         ("compress", {"ratio": 0.5, "top_n": 2}, "compress keeps every document"),
-        ("compress", {"ratio": 0.5, "threshold": 0.5}, ONE),
+        ("compress", {"ratio": 0.5, "threshold": 0.5}, AT_MOST_ONE),
+        ("compress", {"budget": DEFAULT_BUDGET, "ratio": 0.5}, AT_MOST_ONE),
+        ("rerank_compress", {"max_tokens": 0}, "max_tokens must be a positive integer"),
         ("rerank_compress", {"top_n": 0}, "top_n must be a positive integer or None"),
     ],
 )
@@ -144,11 +153,28 @@ def test_client_sends_a_ratios_ceiling_as_max_tokens() -> None:
         assert (body["ratio"], body["max_tokens"]) == (0.2, 1024)
 
 
-def test_an_adapter_without_a_budget_keeps_half_and_one_budget_passes_through() -> None:
+def test_the_client_sends_no_budget_when_given_none() -> None:
+    # The service gives it DEFAULT_BUDGET (tests/integrations/test_default_budget_doors.py); the
+    # client refuses nothing locally and sends a ceiling given alone as it is.
+    sent: list[dict[str, Any]] = []
+
+    def server(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=_compressed("Paris."))
+
+    with Client("http://test", transport=httpx.MockTransport(server)) as client:
+        client.compress("q", "Paris.")
+        client.compress("q", "Paris.", max_tokens=64)
+    budgets = [{k: v for k, v in b.items() if k in (*BUDGET_KEYWORDS, "max_tokens")} for b in sent]
+    assert budgets == [{}, {"max_tokens": 64}]
+
+
+def test_an_adapter_without_a_budget_keeps_the_default_and_one_budget_passes_through() -> None:
     from ragattn.integrations import compress_args
 
+    assert compress_args(None, None, None).compress_budget is DEFAULT_BUDGET
     assert compress_args(None, None, None).compress_budget.keywords() == {
-        "ratio": 0.5,
+        "ratio": 0.2,
         "max_tokens": 1024,
     }
     assert compress_args(None, 20, None).budget == Budget(kind="target_tokens", value=20)

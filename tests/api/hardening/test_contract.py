@@ -57,13 +57,20 @@ RERANK_CASES: list[tuple[dict[str, Any], bool]] = [
     ({"query": "q", "documents": ["a"], "method": None}, True),
     ({"query": "q", "documents": ["a"], "method": "no-such-method"}, False),
     ({"query": "q", "documents": ["a"], "method": ""}, False),
+    ({"query": "q", "documents": ["a. b."], "prune": {}}, True),  # no budget: DEFAULT_BUDGET
+    ({"query": "q", "documents": ["a. b."], "prune": {"max_tokens": 8}}, True),
+    ({"query": "q", "documents": ["a. b."], "prune": {"ratio": 0.2, "threshold": 0.5}}, False),
+    ({"query": "q", "documents": ["a. b."], "prune": {"target_tokens": 3, "max_tokens": 8}}, False),
 ]
 COMPRESS_CASES: list[tuple[dict[str, Any], bool]] = [
     ({"query": "q", "documents": ["a. b."], "ratio": 0.5}, True),
     ({"query": "q", "context": "a. b.", "rate": 0.5}, True),
     ({"query": "q", "context": ["a. b."], "target_token": 3}, True),
     ({"query": "q", "documents": ["a. b."], "threshold": 0.5, "ratio": None}, True),
-    ({"query": "q", "documents": ["a. b."]}, False),
+    ({"query": "q", "documents": ["a. b."]}, True),  # no budget: DEFAULT_BUDGET
+    ({"query": "q", "documents": ["a. b."], "max_tokens": 8}, True),  # its ceiling replaced
+    ({"query": "q", "documents": ["a. b."], "threshold": 0.5, "max_tokens": 8}, False),
+    ({"query": "q", "documents": ["a. b."], "rate": 0.5, "target_token": 3}, False),
     ({"query": "q", "documents": ["a. b."], "ratio": 0.5, "rate": 0.5}, False),
     ({"query": "q", "documents": ["a. b."], "ratio": 0.5, "target_tokens": 3}, False),
     ({"query": "q", "documents": ["a. b."], "ratio": 0}, False),

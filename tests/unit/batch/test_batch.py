@@ -21,6 +21,7 @@ from ragattn.batch import BatchTask
 from ragattn.batch.command import batch_app
 from ragattn.batch.io import load_done, resolve_inputs
 from ragattn.errors import InvalidInputError
+from ragattn.types import DEFAULT_BUDGET
 
 GOOD = [
     {
@@ -140,8 +141,10 @@ def _assert_compression_equal(got: dict[str, Any], want: Any, documents: list[An
 
 
 def test_task_is_validated_before_anything_runs() -> None:
-    with pytest.raises(InvalidInputError, match="exactly one budget"):
-        BatchTask(kind="compress")
+    # no budget: the default every door gives (issue 62); two budgets are refused
+    assert BatchTask(kind="compress").args.budget is DEFAULT_BUDGET
+    with pytest.raises(InvalidInputError, match="give at most one budget"):
+        BatchTask(kind="compress", ratio=0.5, threshold=0.2)
     with pytest.raises(InvalidInputError, match=re.escape("rerank takes no budget")):
         BatchTask(kind="rerank", ratio=0.5)
     with pytest.raises(InvalidInputError, match="top_n is for rerank tasks"):
@@ -202,11 +205,34 @@ def test_in_process_compress_under_a_ceiling_equals_the_library(
         assert 0 < row["compression"]["compressed_tokens"] <= 12
 
 
+@pytest.mark.slow
+def test_in_process_compress_without_a_budget_keeps_the_default(
+    tmp_path: Path, compressor: Any
+) -> None:
+    # The CLI's door (issue 62): no budget named is DEFAULT_BUDGET, row by row exactly the
+    # library's explicit ``ratio=0.2, max_tokens=1024``, and not the ratio 0.5 of before.
+    src = _write_input(tmp_path / "in.jsonl", bad=False)
+    out = tmp_path / "out.jsonl"
+    args = ("-o", str(out), "--workers", "0", "--method", "focal")
+    result = _invoke("compress", "-i", str(src), *args)
+    assert result.exit_code == 0, result.output
+    got = _read_jsonl(out)
+    assert [str(r["id"]) for r in got] == GOOD_IDS
+    fewer = 0
+    for row, source in zip(got, GOOD, strict=True):
+        want = compressor.compress(source["query"], source["documents"], budget=DEFAULT_BUDGET)
+        _assert_compression_equal(row["compression"], want, source["documents"])
+        half = compressor.compress(source["query"], source["documents"], ratio=0.5)
+        fewer += want.compressed_tokens < half.compressed_tokens
+    assert fewer > 0
+
+
 def test_bad_options_exit_2_before_ray_starts(tmp_path: Path) -> None:
     src = _write_input(tmp_path / "in.jsonl")
-    result = _invoke("compress", "-i", str(src), "-o", str(tmp_path / "out.jsonl"))
+    out = str(tmp_path / "out.jsonl")
+    result = _invoke("compress", "-i", str(src), "-o", out, "--ratio", "0.5", "--threshold", "0.2")
     assert result.exit_code == 2
-    assert "give exactly one budget" in result.output
+    assert "give at most one budget" in result.output
     result = _invoke("rerank", "-i", str(tmp_path / "none*.jsonl"), "-o", str(tmp_path / "o.jsonl"))
     assert result.exit_code == 2
     assert "no input files match" in result.output
