@@ -60,9 +60,9 @@ def map_dataset(
         ds: rows with ``id`` (string or integer), ``query`` and ``documents`` (strings or
             objects with ``text`` and optional ``id``/``title``).
         kind: ``rerank``, ``compress`` or ``rerank-compress``.
-        ratio, target_tokens, threshold: exactly one budget for the compress tasks: ``ratio``
+        ratio, target_tokens, threshold: at most one budget for the compress tasks: ``ratio``
             (fraction of tokens kept, in (0, 1]), ``target_tokens`` or ``threshold`` (lowest keep
-            score kept, in [0, 1]).
+            score kept, in [0, 1]); none: :data:`~ragattn.types.DEFAULT_BUDGET`.
         max_tokens: with ``ratio``, the most tokens a row keeps (a ceiling on the ratio).
         language: the documents' language for sentence splitting (the compress tasks): an ISO
             639-1 code, or ``"auto"`` (by each text's script).
@@ -143,7 +143,7 @@ compress_dataset = _task_function(
     "compress",
     """Compress every row's documents for its query with :meth:`Compressor.compress`.
 
-    The arguments are those of :func:`map_dataset` less ``top_n``; exactly one budget.
+    The arguments are those of :func:`map_dataset` less ``top_n``; at most one budget.
 
     Returns:
         The rows with ``status``, ``error_type``, ``error`` and ``compression`` added.
@@ -154,7 +154,7 @@ rerank_compress_dataset = _task_function(
     """Rank and compress every row from one scoring pass with
     :meth:`Compressor.rerank_and_compress` (``method`` is a compress method).
 
-    The arguments are those of :func:`map_dataset`; exactly one budget.
+    The arguments are those of :func:`map_dataset`; at most one budget.
 
     Returns:
         The rows with ``status``, ``error_type``, ``error``, ``results``, ``warnings`` and

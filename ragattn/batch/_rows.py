@@ -100,7 +100,8 @@ class BatchTask:
         proxy: the proxy name or path each worker loads once (None: the library's default).
         method: a rerank method for ``rerank``, a compress method otherwise; None: the default.
         top_n: keep the best ``top_n`` documents (``rerank`` / ``rerank-compress``; None: all).
-        ratio, target_tokens, threshold: exactly one budget for the compress tasks.
+        ratio, target_tokens, threshold: at most one budget for the compress tasks (none:
+            :data:`~ragattn.types.DEFAULT_BUDGET`).
         max_tokens: with ``ratio``, the most tokens a row keeps whatever the ratio gives (a
             ratio of many long documents otherwise keeps a context that grows with them).
         language: the documents' language for sentence splitting (the compress tasks): an ISO

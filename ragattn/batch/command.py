@@ -48,7 +48,9 @@ BATCH = typer.Option(8, "--batch-size", min=1, help="Rows per worker call.")
 PROGRESS = typer.Option(True, "--progress/--no-progress", help="Show a progress display.")
 QUIET = typer.Option(False, "--quiet", help="Keep Ray's own logs off the console.")
 TOP_N = typer.Option(None, "--top-n", min=1, help="Keep the best N documents (default: all).")
-RATIO = typer.Option(None, "--ratio", help="Fraction of tokens to keep, in (0, 1].")
+RATIO = typer.Option(
+    None, "--ratio", help="Fraction of tokens to keep, in (0, 1] (no budget: 0.2, <= 1024 tokens)."
+)
 TARGET = typer.Option(None, "--target-tokens", min=1, help="Keep at most this many tokens.")
 THRESHOLD = typer.Option(None, "--threshold", help="Keep sentences scoring at least this.")
 MAX_TOKENS = typer.Option(
