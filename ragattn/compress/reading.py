@@ -35,12 +35,12 @@ class Ranking:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Read:
     """One read of a call's context: keep scores in [0, 1] per sentence (0 where the cascade
-    dropped it), proxy chunks read, warning notes, and the ranking when asked for."""
+    dropped it), proxy chunks read and warning notes (the ranking of the same read is the
+    ``ranking`` stage's :class:`Ranking`)."""
 
     scores: np.ndarray
     chunks: int
     notes: tuple[str, ...]
-    ranking: Ranking | None = None
 
 
 def best_sentence_ranking(
