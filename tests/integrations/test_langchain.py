@@ -28,6 +28,7 @@ from ragattn.integrations.langchain import (  # noqa: E402
     RagattnRerank,
     RagattnRetriever,
 )
+from ragattn.types import DEFAULT_BUDGET  # noqa: E402
 
 KEPT = "ragattn_kept_spans"
 RAW = "ragattn_raw_score"
@@ -308,8 +309,8 @@ def test_adapters_refuse_bad_configuration(reranker: Any, compressor: Any) -> No
 
 def test_adapters_work_with_no_engine_argument(corpus: Any) -> None:
     """As ``CohereRerank()`` does, the adapters run with their defaults: the shared in-process
-    ``Reranker()`` / ``Compressor()``, built on the first call; the compressor's one read at a 0.5
-    ratio, the retriever's at 0.2 with ``k=4``."""
+    ``Reranker()`` / ``Compressor()``, built on the first call; the compressor's one read and the
+    retriever's (with ``k=4``) under every door's DEFAULT_BUDGET (ratio 0.2, at most 1,024)."""
     from ragattn import Compressor, Reranker
     from ragattn.integrations import default_compressor, default_reranker
 
@@ -324,11 +325,11 @@ def test_adapters_work_with_no_engine_argument(corpus: Any) -> None:
     engine = default_compressor()
     assert isinstance(engine, Compressor)
     compressed = RagattnCompressor().compress_documents(inputs, corpus.query)
-    assert_read(compressed, inputs, expected_read(engine, corpus, ratio=0.5))
+    assert_read(compressed, inputs, expected_read(engine, corpus, budget=DEFAULT_BUDGET))
     assert compressed[0].id == "paris"  # the packaged default ranks the answer first
 
     # The retriever's default: one read, k=4, a fifth of the tokens.
-    ranked, _ = pair = expected_read(engine, corpus, ratio=0.2, top_n=4)
+    ranked, _ = pair = expected_read(engine, corpus, budget=DEFAULT_BUDGET, top_n=4)
     got = RagattnRetriever(base_retriever=ListRetriever(documents=inputs)).invoke(corpus.query)
     assert [d.id for d in got] == [inputs[r.index].id for r in ranked]  # k=4 come back
     budget_only = RagattnRetriever(

@@ -30,6 +30,7 @@ from ragattn.integrations.llamaindex import (  # noqa: E402
     RagattnCompressPostprocessor,
     RagattnRerankPostprocessor,
 )
+from ragattn.types import DEFAULT_BUDGET  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -206,7 +207,8 @@ def test_postprocessors_refuse_bad_input(reranker: Any, compressor: Any, corpus:
 
 
 def test_postprocessors_work_with_no_engine_argument(corpus: Any) -> None:
-    """No engine: the shared in-process ``Reranker()`` / ``Compressor()`` (and ratio 0.5)."""
+    """No engine: the shared in-process ``Reranker()`` / ``Compressor()`` (and no budget: every
+    door's DEFAULT_BUDGET, ratio 0.2 at most 1,024 tokens)."""
     from ragattn import Reranker
     from ragattn.integrations import default_compressor
 
@@ -218,7 +220,7 @@ def test_postprocessors_work_with_no_engine_argument(corpus: Any) -> None:
     kept = RagattnCompressPostprocessor(drop_empty=False).postprocess_nodes(
         inputs, query_str=corpus.query
     )
-    expect = expected_read(default_compressor(), corpus, ratio=0.5)
+    expect = expected_read(default_compressor(), corpus, budget=DEFAULT_BUDGET)
     assert_read(kept, inputs, expect, drop_empty=False)
     assert kept[0].node.node_id == "paris"  # the packaged default ranks the answer first
 
