@@ -186,10 +186,17 @@ async def test_a_ratios_max_tokens_caps_what_is_kept_and_is_its_own_cache_entry(
     assert ranked.json()["compression"]["compressed_tokens"] <= 8
 
 
-async def test_rerank_compress_needs_one_budget(client: AsyncTestClient[Litestar]) -> None:
-    resp = await client.post("/v1/rerank_compress", json={"query": QUERY, "documents": DOCS})
-    assert resp.status_code == 400
-    assert resp.json()["error_type"] == "invalid_request"
+async def test_rerank_compress_takes_at_most_one_budget(client: AsyncTestClient[Litestar]) -> None:
+    # none: DEFAULT_BUDGET (issue 62), the same entry as the explicit ratio 0.2 under 1,024 tokens
+    none = await client.post("/v1/rerank_compress", json={"query": QUERY, "documents": DOCS})
+    assert none.status_code == 200, none.text
+    explicit = {"query": QUERY, "documents": DOCS, "ratio": 0.2, "max_tokens": 1024}
+    same = await client.post("/v1/rerank_compress", json=explicit)
+    assert (none.headers["x-ragattn-cache"], same.headers["x-ragattn-cache"]) == ("miss", "hit")
+    two = await client.post("/v1/rerank_compress", json={**explicit, "threshold": 0.5})
+    assert two.status_code == 400
+    assert two.json()["error_type"] == "invalid_request"
+    assert "send at most one budget" in two.json()["message"]
 
 
 async def test_naming_the_default_method_shares_the_default_entry(
