@@ -120,9 +120,13 @@ class RerankResult:
         document: the input document (text, id, title, metadata kept).
         pruned_text: only from a rerank that also pruned (the service's rerank routes with
             ``prune``): the document's kept sentences, a concatenation of substrings of
-            ``document.text``; ``None`` when nothing was pruned.
+            ``document.text`` (for a Markdown document with the fences and table headers listed
+            in ``added``); ``None`` when nothing was pruned.
         kept_spans: with ``pruned_text``, the kept sentences as character ranges (Unicode code
             points) of ``document.text`` with their keep scores in [0, 1]; empty otherwise.
+        added: with ``pruned_text``, the fences and table headers repeated into it so that a
+            Markdown document's kept text stays valid Markdown (never kept spans;
+            :attr:`CompressedDocument.added`); empty otherwise.
     """
 
     index: int
@@ -131,6 +135,7 @@ class RerankResult:
     document: Document
     pruned_text: str | None = None
     kept_spans: tuple[KeptSpan, ...] = ()
+    added: tuple[AddedText, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -142,6 +147,8 @@ class RerankResult:
         if self.pruned_text is not None:
             out["pruned_text"] = self.pruned_text
             out["kept_spans"] = [to_plain(s) for s in self.kept_spans]
+            if self.added:
+                out["added"] = [to_plain(a) for a in self.added]
         return out
 
 

@@ -329,7 +329,17 @@ _PRUNE_HELP = (
 _PRUNED_TEXT_HELP = (
     "Only with 'prune': the document's kept sentences in document order, each with its original "
     "trailing whitespace (a concatenation of substrings of its text), right-stripped; empty when "
-    "none of its sentences fit the budget."
+    "none of its sentences fit the budget. A Markdown document (one with a fenced code block, a "
+    "table or an ATX heading) is cut along its structure and its kept units joined as valid "
+    "Markdown: the fences around a kept piece of code and the header over a kept table row are "
+    "repeated where the kept text lacks them, each listed in 'added'."
+)
+_ADDED_HELP = (
+    "Only with 'prune', and only where pruned_text repeats something: the fences and table "
+    "headers the library inserted into pruned_text so that a Markdown document's kept text stays "
+    "valid Markdown. Each has its kind (fence or table_header), its text, its offset in "
+    "pruned_text (code points) and the [source_start, source_end) range of the document's text it "
+    "repeats; never a kept span. Counted in meta.pruning's compressed_tokens and the budget."
 )
 
 
@@ -354,6 +364,9 @@ def _describe_prune(schemas: dict[str, Any]) -> None:
     text = _property(result, "pruned_text") if isinstance(result, Schema) else None
     if text is not None:
         text.description = _PRUNED_TEXT_HELP
+    added = _property(result, "added") if isinstance(result, Schema) else None
+    if added is not None:
+        added.description = _ADDED_HELP
 
 
 _MAX_TOKENS_PER_DOC_HELP = (

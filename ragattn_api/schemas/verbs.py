@@ -11,7 +11,13 @@ from msgspec.structs import replace
 
 from ragattn.contract import default_budget
 from ragattn.errors import InvalidInputError, ModelOutputError
-from ragattn.types import Budget, CompressionResult, Document, RerankResults
+from ragattn.types import (
+    Budget,
+    CompressedDocument,
+    CompressionResult,
+    Document,
+    RerankResults,
+)
 from ragattn_api.schemas.common import (
     Cap,
     Count,
@@ -149,7 +155,8 @@ class RerankDocumentOut(Struct):
 
 class RerankResultOut(Struct, omit_defaults=True):
     """One ranked document; ``pruned_text`` and ``kept_spans`` only when the request sent
-    ``prune`` (a request without it gets exactly Cohere's keys)."""
+    ``prune`` (a request without it gets exactly Cohere's keys), ``added`` only where the pruned
+    text repeats a fence or a table header (:class:`AddedTextOut`, as a compressed document's)."""
 
     index: int
     relevance_score: float
@@ -157,6 +164,7 @@ class RerankResultOut(Struct, omit_defaults=True):
     raw_score: float | None = None
     pruned_text: str | None = None
     kept_spans: list[KeptSpanOut] | None = None
+    added: list[AddedTextOut] | None = None
 
 
 class ApiVersion(Struct):
@@ -230,7 +238,8 @@ class RerankResponse(Struct, omit_defaults=True):
         pruned: CompressionResult | None = None,
     ) -> RerankResponse:
         """The wire response of ``result``; with ``pruned`` (the compression of the same call,
-        one document per result) each result also carries its ``pruned_text`` and ``kept_spans``,
+        one document per result) each result also carries its ``pruned_text`` and ``kept_spans``
+        (and ``added`` where its text repeats a fence or a header),
         ``meta.pruning`` the token counts, ``meta.warnings`` the compression's warnings and
         ``method`` the ranking method (``result.method``)."""
         kept = {d.index: d for d in pruned.documents} if pruned is not None else {}
@@ -248,6 +257,7 @@ class RerankResponse(Struct, omit_defaults=True):
                     raw_score=finite(r.raw_score, "raw_score") if raw_scores else None,
                     pruned_text=doc.text if doc is not None else None,
                     kept_spans=kept_spans(doc) if doc is not None else None,
+                    added=added_texts(doc) if doc is not None else None,
                 )
             )
         n_docs = max((r.index for r in result), default=-1) + 1
@@ -429,20 +439,25 @@ def compressed_documents(result: CompressionResult) -> list[CompressedDocumentOu
             text=d.text,
             kept_spans=kept_spans(d),
             sentence_scores=[finite(x, "sentence_score") for x in d.sentence_scores],
-            added=[
-                AddedTextOut(
-                    kind=a.kind,
-                    text=a.text,
-                    offset=a.offset,
-                    source_start=a.source_start,
-                    source_end=a.source_end,
-                )
-                for a in d.added
-            ]
-            or None,
+            added=added_texts(d),
         )
         for d in result.documents
     ]
+
+
+def added_texts(document: CompressedDocument) -> list[AddedTextOut] | None:
+    """A compressed document's repeated fences and headers on the wire; None (the key left
+    out) when it repeats none."""
+    return [
+        AddedTextOut(
+            kind=a.kind,
+            text=a.text,
+            offset=a.offset,
+            source_start=a.source_start,
+            source_end=a.source_end,
+        )
+        for a in document.added
+    ] or None
 
 
 class RerankCompressRequest(CompressRequest, kw_only=True):
@@ -534,6 +549,7 @@ __all__ = [
     "RerankResponse",
     "RerankResultOut",
     "StageSecondsOut",
+    "added_texts",
     "compressed_documents",
     "stage_seconds",
 ]
