@@ -9,11 +9,23 @@ cd "$(dirname "$0")/.."
 . .venv/bin/activate
 out="${1:-results/service}"
 mkdir -p "$out"
-lock() { ${RAGATTN_LOCK:+flock "$RAGATTN_LOCK"} "$@"; }
+lock() {  # run "$@" (a command or a function of this script) holding RAGATTN_LOCK, if set
+  if [ -n "${RAGATTN_LOCK:-}" ]; then
+    exec 9>"$RAGATTN_LOCK"
+    flock 9
+    "$@"
+    flock -u 9
+  else
+    "$@"
+  fi
+}
 python -c "import torch; print('CPU capability', torch.backends.cpu.get_cpu_capability())" | tee "$out/cpu.txt"
 git rev-parse --short HEAD > "$out/commit.txt"
-OMP_NUM_THREADS=1 RAGATTN_THREADS=1 lock python studies/soak.py --minutes 2 --rps 4 \
-  --out "$out/soak-2min.json" > "$out/soak.log" 2>&1 || echo "soak: FAILED (see $out/soak.log)"
+soak() {
+  OMP_NUM_THREADS=1 RAGATTN_THREADS=1 python studies/soak.py --minutes 2 --rps 4 \
+    --out "$out/soak-2min.json" > "$out/soak.log" 2>&1 || echo "soak: FAILED (see $out/soak.log)"
+}
+lock soak
 tail -n 30 "$out/soak.log"
 index="$(mktemp -d)/demo-index"
 ragattn index build --corpus ragattn/data/demo_corpus --out "$index" --no-dense > /dev/null
