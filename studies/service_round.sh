@@ -31,7 +31,7 @@ index="$(mktemp -d)/demo-index"
 ragattn index build --corpus ragattn/data/demo_corpus --out "$index" --no-dense > /dev/null
 campaign() {  # NAME PORT [KEY]
   name=$1 port=$2 key=${3:-}
-  RAGATTN_INDEX_DIR="$index" RAGATTN_MAX_DOCUMENTS=4 RAGATTN_MAX_QUERY_TOKENS=32 \
+  env RAGATTN_INDEX_DIR="$index" RAGATTN_MAX_DOCUMENTS=4 RAGATTN_MAX_QUERY_TOKENS=32 \
   RAGATTN_MAX_TOKENS_PER_DOC=96 RAGATTN_MAX_BODY_BYTES=20000 RAGATTN_REQUEST_TIMEOUT_S=0 \
   RAGATTN_GENERATOR_MAX_TOKENS=2 RAGATTN_PORT="$port" ${key:+RAGATTN_API_KEYS=$key} \
     python -m ragattn_api.server > "$out/server-$name.log" 2>&1 &
