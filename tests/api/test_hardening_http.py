@@ -154,7 +154,13 @@ async def test_every_error_is_one_shape_declared_in_openapi(
                 "invalid_request",
             ),
             ("POST", "/v1/compress", {"json": {**doc, "ratio": 2}}, 400, "invalid_request"),
-            ("POST", "/v1/compress", {"json": doc}, 400, "invalid_request"),  # no budget
+            (
+                "POST",
+                "/v1/compress",
+                {"json": {**doc, "ratio": 0.2, "target_tokens": 8}},
+                400,
+                "invalid_request",
+            ),  # two budgets (none is the default budget, not an error)
             (
                 "POST",
                 "/v2/rerank",
