@@ -41,12 +41,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
-import regex
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from ragattn.languages import AUTO
-from ragattn.sentences import MAX_SENTENCE_BYTES, resolve_language, split_sentences
+from ragattn.sentences import (
+    MAX_SENTENCE_BYTES,
+    cut_spans,
+    resolve_language,
+    split_sentences,
+    utf8_len,
+)
 from ragattn.types import AddedKind, AddedText
 
 UnitKind = Literal["sentence", "heading", "code", "table_header", "table_row", "html", "other"]
@@ -58,7 +63,6 @@ reference definition)."""
 Span = tuple[int, int]
 """A ``[start, end)`` character range of the document's text."""
 
-_GRAPHEME = regex.compile(r"\X")
 _local = threading.local()
 
 
@@ -176,29 +180,12 @@ def _body(text: str) -> tuple[str, int]:
     return text, 0
 
 
-def _utf8(piece: str) -> int:
-    return len(piece.encode("utf-8", "surrogatepass"))
-
-
 def _cut_line(text: str, start: int, end: int) -> list[Span]:
     """One line longer than the bound as pieces of at most :data:`MAX_SENTENCE_BYTES` bytes,
-    each ending after its last space in the bound's second half, else between two grapheme
-    clusters (the one case where a line of code is cut: a minified line, issue 59's bound)."""
-    out: list[Span] = []
-    piece, size, space = start, 0, -1
-    for match in _GRAPHEME.finditer(text, start, end):
-        width = _utf8(match.group())
-        if size + width > MAX_SENTENCE_BYTES and size:
-            ok = space > piece and _utf8(text[piece:space]) * 2 >= MAX_SENTENCE_BYTES
-            cut = space if ok else match.start()
-            out.append((piece, cut))
-            piece, space = cut, -1
-            size = _utf8(text[piece : match.start()])
-        size += width
-        if match.group().isspace():
-            space = match.end()
-    out.append((piece, end))
-    return out
+    cut as a run without sentence ends is (:func:`~ragattn.sentences.cut_spans`: after a space in
+    the bound's second half, else between grapheme clusters): the one case where a line of code is
+    cut, a minified line (issue 59's bound)."""
+    return cut_spans(text, start, end, MAX_SENTENCE_BYTES, at_stops=False)
 
 
 def _line_pieces(lines: _Lines, spans: Sequence[Span]) -> list[Span]:
@@ -209,13 +196,13 @@ def _line_pieces(lines: _Lines, spans: Sequence[Span]) -> list[Span]:
     grouped: list[Span] = []
     current: Span | None = None
     for start, end in spans:
-        if _utf8(text[start:end]) > MAX_SENTENCE_BYTES:
+        if utf8_len(text[start:end]) > MAX_SENTENCE_BYTES:
             if current is not None:
                 grouped.append(current)
                 current = None
             grouped.extend(_cut_line(text, start, end))
             continue
-        if current is not None and _utf8(text[current[0] : end]) <= MAX_SENTENCE_BYTES:
+        if current is not None and utf8_len(text[current[0] : end]) <= MAX_SENTENCE_BYTES:
             current = (current[0], end)
         else:
             if current is not None:

@@ -168,46 +168,58 @@ def _split_paragraph(text: str, start: int, end: int, language: str) -> list[tup
 
 
 def _bounded(text: str, start: int, end: int, max_bytes: int) -> list[tuple[int, int]]:
-    """``[start, end)`` as pieces of at most ``max_bytes`` UTF-8 bytes each (one pass, linear).
-
-    A piece ends, within the bound's second half, after its last sentence-ending mark (a pysbd
-    miss, such as a quoted paragraph), else at its last whitespace, else between two grapheme
-    clusters (a cluster longer than the bound is a piece alone). Pieces are stripped of outer
-    whitespace; together they cover every non-blank character."""
-    if (end - start) * 4 <= max_bytes or _utf8_len(text[start:end]) <= max_bytes:
+    """``[start, end)`` as sentences of at most ``max_bytes`` UTF-8 bytes: :func:`cut_spans` at
+    sentence ends, stripped of outer whitespace; together they cover every non-blank character."""
+    if (end - start) * 4 <= max_bytes or utf8_len(text[start:end]) <= max_bytes:
         return [(start, end)]
+    pieces = cut_spans(text, start, end, max_bytes)
+    return [s for s in (_strip(text, a, b) for a, b in pieces) if s[1] > s[0]]
+
+
+def cut_spans(
+    text: str, start: int, end: int, max_bytes: int, *, at_stops: bool = True
+) -> list[tuple[int, int]]:
+    """``[start, end)`` as consecutive pieces of at most ``max_bytes`` UTF-8 bytes (one pass,
+    linear), covering it exactly (nothing stripped).
+
+    A piece ends, within the bound's second half, after its last sentence-ending mark (with
+    ``at_stops``: a pysbd miss, such as a quoted paragraph), else after its last whitespace, else
+    between two grapheme clusters (a cluster longer than the bound is a piece alone), so no
+    character, emoji sequence or combining mark is cut. A minified line of code is cut the same
+    way, without ``at_stops`` (:mod:`ragattn.markdown_units`)."""
     out: list[tuple[int, int]] = []
     piece, size = start, 0
     stop = space = -1  # ends of the piece's last sentence mark and last whitespace cluster
     previous = ""
     for match in _GRAPHEME.finditer(text, start, end):
         cluster = match.group()
-        width = _utf8_len(cluster)
+        width = utf8_len(cluster)
         if size + width > max_bytes and size:
             cut = next(
                 (
                     c
                     for c in (stop, space)
-                    if c > piece and _utf8_len(text[piece:c]) * 2 >= max_bytes
+                    if c > piece and utf8_len(text[piece:c]) * 2 >= max_bytes
                 ),
                 match.start(),
             )
             out.append((piece, cut))
             piece, stop, space = cut, -1, -1
-            size = _utf8_len(text[piece : match.start()])
+            size = utf8_len(text[piece : match.start()])
         size += width
         if cluster.isspace():
             space = match.end()
-            if previous[-1:] in _STOPS:
+            if at_stops and previous[-1:] in _STOPS:
                 stop = match.end()
-        elif cluster in _WIDE_STOPS:
+        elif at_stops and cluster in _WIDE_STOPS:
             stop = match.end()
         previous = cluster
     out.append((piece, end))
-    return [s for s in (_strip(text, a, b) for a, b in out) if s[1] > s[0]]
+    return out
 
 
-def _utf8_len(piece: str) -> int:
+def utf8_len(piece: str) -> int:
+    """UTF-8 bytes of ``piece`` (a lone surrogate counts its three)."""
     return len(piece.encode("utf-8", "surrogatepass"))
 
 
