@@ -20,12 +20,31 @@ import numpy as np
 
 from ragattn.types import Document
 
-_TOKEN = re.compile(r"\w+", re.UNICODE)
+_UNSPACED = (
+    "\u0e00-\u0eff"  # Thai, Lao
+    "\u1000-\u109f"  # Myanmar
+    "\u1780-\u17ff"  # Khmer
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han
+)
+"""Scripts written without spaces between words: their runs are counted as character bigrams."""
+_TOKEN = re.compile(f"[{_UNSPACED}]+|[^\\W{_UNSPACED}]+", re.UNICODE)
+_RUN = re.compile(f"[{_UNSPACED}]")
 
 
 def words(text: str) -> list[str]:
-    """Lower-cased ``\\w+`` words of ``text``: the tokens BM25 counts."""
-    return [w.lower() for w in _TOKEN.findall(text)]
+    """The tokens BM25 counts in ``text``: lower-cased ``\\w+`` words, and in scripts written
+    without spaces (Chinese, Japanese, Thai, Lao, Khmer, Burmese) each run's overlapping
+    character bigrams (a one-character run is itself), the usual BM25 units where no word
+    boundary is written."""
+    out: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group().lower()
+        if _RUN.match(token) and len(token) > 1:
+            out.extend(token[i : i + 2] for i in range(len(token) - 1))
+        else:
+            out.append(token)
+    return out
 
 
 def bm25_scores(query: str, texts: Sequence[str]) -> np.ndarray:

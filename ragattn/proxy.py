@@ -33,6 +33,8 @@ logger = logging.getLogger(__name__)
 ChatFamily = Literal["chatml", "gemma", "llama3", "none"]
 
 DEFAULT_PROXY = "smollm2-135m"
+MULTILINGUAL_PROXY = "gemma3-270m"
+"""The packaged proxy that reads calls not in English by default (:mod:`ragattn.call_language`)."""
 
 
 def _smollm2_gguf() -> Path:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,17 @@ eval_app = typer.Typer(
 
 if TYPE_CHECKING:
     from ragattn.lab.evaluation.context import Order
+
+
+def _proxy_of_set(questions: Sequence[Any]) -> str:
+    """The proxy the default read gives most of a set's calls (one language a set)."""
+    from collections import Counter
+
+    from ragattn.call_language import ENGLISH, call_language
+    from ragattn.proxy import DEFAULT_PROXY, MULTILINGUAL_PROXY
+
+    counts = Counter(call_language(q.query, q.candidates) == ENGLISH for q in questions)
+    return DEFAULT_PROXY if counts[True] >= counts[False] else MULTILINGUAL_PROXY
 
 
 def _order(value: str) -> Order:
@@ -319,7 +330,11 @@ def eval_context(
         min=0,
         help="Skip this many questions first (2Wiki and SQuAD never read past 300 / 1,000).",
     ),
-    proxy: str = typer.Option("smollm2-135m", help="Proxy name or path."),
+    proxy: str = typer.Option(
+        "auto",
+        help="Proxy name or path; auto: the one the default read gives the set's calls "
+        "(ragattn.call_language: smollm2-135m for English, gemma3-270m for any other language).",
+    ),
     threads: int | None = typer.Option(None, help="torch threads."),
     dtype: str = typer.Option("auto", help=DTYPE_HELP),
     cache_dir: Path | None = typer.Option(
@@ -419,6 +434,9 @@ def eval_context(
             read = None if cascade == "none" else Cascade.parse(cascade, min_room=min_room)
         except InvalidInputError as exc:
             raise typer.BadParameter(str(exc)) from exc
+    if proxy == "auto":
+        proxy = _proxy_of_set(questions)
+        typer.echo(f"proxy: {proxy} (the default read's for this set)", err=True)
     loaded = load_proxy(proxy, threads=threads, dtype=dtype)
     prior = {} if first_stage_prior is None else {"first_stage_prior": first_stage_prior}
     systems = ContextSystems.from_proxy(loaded, cascade=read, language=language, **prior)

@@ -9,8 +9,9 @@ ranking, the assembly); the compressor builds that read with its loaded parts.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.blocks import BlockReader, BlockStore
+from ragattn.call_language import ENGLISH, call_language
 from ragattn.compress.assembly import Counting
 from ragattn.compress.cascade import (
     DEFAULT_CASCADE,
@@ -49,7 +51,7 @@ from ragattn.document_probe import DocumentProbe, document_probe_path, score_doc
 from ragattn.errors import ModelLoadError
 from ragattn.facade import ProxyFacade
 from ragattn.languages import AUTO, check_language
-from ragattn.proxy import DEFAULT_PROXY, Proxy, resolve_tokenizer
+from ragattn.proxy import DEFAULT_PROXY, MULTILINGUAL_PROXY, Proxy, resolve_tokenizer
 from ragattn.types import (
     Budget,
     CompressionResult,
@@ -58,6 +60,8 @@ from ragattn.types import (
     RerankResults,
 )
 from ragattn.validation import check_query
+
+logger = logging.getLogger(__name__)
 
 
 class Compressor(
@@ -112,6 +116,15 @@ class Compressor(
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).
+        multilingual: the proxy that reads calls not in English (:mod:`ragattn.call_language`:
+            the documents' language, else the query's): ``"auto"`` (default) is
+            :data:`~ragattn.proxy.MULTILINGUAL_PROXY` (Gemma-3-270M) where ``proxy`` is the
+            packaged English default, and no second proxy for any other ``proxy`` (a proxy you
+            chose reads every language); a name, path or loaded :class:`Proxy`; None: ``proxy``
+            reads every language. The second compressor is built on the first such call, with
+            this one's settings; its token counts are in its own tokenizer (``tokenizer`` names it,
+            unless the call names one). Where it cannot load (its package is missing, or it has
+            no probe for ``method``), English's proxy reads every call and the log says why, once.
 
     Raises:
         InvalidInputError: an unknown method (the message lists the valid ones).
@@ -133,6 +146,7 @@ class Compressor(
         selection: Selection = "documents",
         cascade: Cascade | None = DEFAULT_CASCADE,
         first_stage_prior: float = DEFAULT_FIRST_STAGE_PRIOR,
+        multilingual: str | Proxy | None = "auto",
     ) -> None:
         self.selection: Selection = check_selection(selection)
         self.first_stage_prior = check_first_stage_prior(first_stage_prior)
@@ -155,6 +169,49 @@ class Compressor(
                 blocks=self.blocks,
             )
         )
+        self.multilingual: str | Proxy | None = (
+            (MULTILINGUAL_PROXY if self._proxy.name == DEFAULT_PROXY else None)
+            if multilingual == "auto"
+            else multilingual
+        )
+        self._like_this = partial(
+            Compressor,
+            method=method,
+            models_dir=models_dir,
+            max_chunk_tokens=max_chunk_tokens,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            selection=selection,
+            cascade=cascade,
+            first_stage_prior=first_stage_prior,
+            multilingual=None,
+        )
+        self._second: Compressor | None = None
+
+    def engine_for(self, query: str, documents: Sequence[Document], language: str) -> Compressor:
+        """The compressor that reads a call: this one for English (or where no multilingual
+        proxy is set), else the multilingual one, built on first use. ``language``: the call's
+        (``"auto"``: :func:`~ragattn.call_language.call_language` of the query and documents)."""
+        if self.multilingual is None:
+            return self
+        if language == AUTO:
+            language = call_language(query, documents)
+        if language == ENGLISH:
+            return self
+        if self._second is None:
+            try:
+                self._second = self._like_this(self.multilingual)
+            except ModelLoadError as exc:
+                logger.warning(
+                    "calls in %s are read by %s: the multilingual proxy did not load (%s)",
+                    language,
+                    self._proxy.name,
+                    exc,
+                )
+                self.multilingual = None
+                return self
+        return self._second
 
     def _usable_cascade(self, cascade: Cascade | None) -> Cascade | None:
         """``cascade`` where it can run: None for a method that reads no attention (no forward to
@@ -196,6 +253,9 @@ class Compressor(
         """:meth:`compress` of a checked call (:class:`~ragattn.contract.CompressVerbs`): the
         read of :mod:`ragattn.compress.read`, whose stages' seconds the result carries
         (``stage_seconds``)."""
+        engine = self.engine_for(query, documents, args.language)
+        if engine is not self:
+            return engine.compress_checked(query, documents, args)
         return self._context_read().compress(query, documents, args)
 
     def rerank_and_compress_checked(
@@ -219,6 +279,9 @@ class Compressor(
         ``stage_seconds`` include the ``ranking`` stage. How well each ranks is measured in
         BENCHMARKS.md §2.
         """
+        engine = self.engine_for(query, documents, args.language)
+        if engine is not self:
+            return engine.rerank_and_compress_checked(query, documents, args)
         return self._context_read().rerank_and_compress(query, documents, args)
 
     def _context_read(self) -> ContextRead:

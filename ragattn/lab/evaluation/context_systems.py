@@ -128,12 +128,15 @@ class ContextSystems:
         language: str = AUTO,
         first_stage_prior: float = DEFAULT_FIRST_STAGE_PRIOR,
     ) -> ContextSystems:
-        """Every system on one loaded :class:`~ragattn.proxy.Proxy`; ``cascade`` and
+        """Every system on one loaded :class:`~ragattn.proxy.Proxy` (no second proxy: the
+        evaluation picks one proxy per set, ``ragattn eval context --proxy auto``); ``cascade`` and
         ``first_stage_prior`` are the default compressor's (the read of ``one-read`` and of the
         ``rerankK-compress`` systems); ``language`` splits every compressor call's sentences."""
         return cls(
-            Compressor(proxy, cascade=cascade, first_stage_prior=first_stage_prior),
-            Compressor(proxy, method="lexical"),
+            Compressor(
+                proxy, cascade=cascade, first_stage_prior=first_stage_prior, multilingual=None
+            ),
+            Compressor(proxy, method="lexical", multilingual=None),
             Reranker(proxy),
             language=language,
         )

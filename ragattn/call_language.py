@@ -1,0 +1,128 @@
+"""The language of a call: which proxy reads it (English, or every other language).
+
+The packaged English proxy (SmolLM2-135M) reads English; outside English the multilingual proxy
+(Gemma-3-270M) reads better and spends 2.6-4x fewer tokens on Arabic and Hindi (BENCHMARKS.md,
+"Languages"). A call is read in English when its documents are English and its query is too; the
+documents decide first, because the read is over them.
+
+A text's language comes from its script where the script names it (Chinese, Japanese, Arabic,
+Devanagari, Greek, Cyrillic, ... : :func:`ragattn.sentences.resolve_language`); Latin-script
+text (and Thai, Hebrew, Korean and other scripts the splitter has no rules for) goes to
+py3langid's Naive Bayes identifier (97 languages, trained on a large multi-domain corpus; a
+maintained fork of langid.py), whose normalised probability must reach
+:data:`MIN_CONFIDENCE` for a language other than English to be named: code, tables and short
+strings it cannot place stay English, so an English call never changes proxy by accident.
+
+The rule was declared before measuring (docs/research/languages.md): English calls keep today's
+proxy and read (nothing may move them), every other call goes to the multilingual proxy.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ragattn.sentences import resolve_language
+from ragattn.types import Document
+
+ENGLISH = "en"
+MIN_CONFIDENCE = 0.9
+"""py3langid's normalised probability (in [0, 1]) a language other than English needs before a
+Latin-script text is read as that language."""
+SAMPLE_CHARS = 2000
+"""Characters of the documents the detector reads: the first of each document in turn, so a long
+first document does not decide alone."""
+_PER_DOCUMENT = 400
+_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class Detected:
+    """A text's language and how it was read.
+
+    Attributes:
+        language: an ISO 639-1 code (``"en"`` where nothing else is named with confidence).
+        confidence: the identifier's normalised probability of ``language`` in [0, 1] (1.0 where
+            the script named it).
+        by: ``"script"``, ``"identifier"`` or ``"default"`` (no letters to read).
+    """
+
+    language: str
+    confidence: float
+    by: str
+
+
+@cache
+def _identifier() -> Any:
+    """py3langid's identifier with normalised probabilities (loaded once, about 0.6 s)."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+def detect_language(text: str) -> Detected:
+    """The language of ``text`` (see the module docstring for the rule)."""
+    sample = text[:SAMPLE_CHARS]
+    if not any(ch.isalpha() for ch in sample):
+        return Detected(ENGLISH, 1.0, "default")
+    script = resolve_language("auto", sample)
+    if script != ENGLISH:
+        return Detected(script, 1.0, "script")
+    identifier = _identifier()
+    with _lock:  # the identifier keeps no state per call, but its numpy buffers are shared
+        language, probability = identifier.classify(sample)
+    if language != ENGLISH and probability >= MIN_CONFIDENCE:
+        return Detected(str(language), float(probability), "identifier")
+    return Detected(ENGLISH, float(probability) if language == ENGLISH else 0.0, "identifier")
+
+
+def documents_sample(documents: Sequence[Document]) -> str:
+    """Up to :data:`SAMPLE_CHARS` characters of the documents' texts, the first of each in turn
+    (titles left out: a shared English page id says nothing of the text's language)."""
+    parts: list[str] = []
+    room = SAMPLE_CHARS
+    for document in documents:
+        if room <= 0:
+            break
+        piece = document.text[: min(_PER_DOCUMENT, room)]
+        parts.append(piece)
+        room -= len(piece) + 1
+    return "\n".join(parts)
+
+
+def _mostly_latin(text: str) -> bool:
+    """At least half of the letters of ``text`` are ASCII or Latin-1/Latin Extended letters."""
+    letters = [ch for ch in text if ch.isalpha()]
+    latin = sum(1 for ch in letters if ch < "\u0250")
+    return latin * 2 >= len(letters)
+
+
+def call_language(query: str, documents: Sequence[Document]) -> str:
+    """The language a call is read in: the documents' where it is not English, else the
+    query's where it is not English (a question in another language over English documents),
+    else English. A query mostly in Latin letters is read by the identifier alone, so an English
+    question quoting a name in its own script (HotpotQA asks about "कसबा पेठ विधानसभा
+    मतदारसंघ" in English) stays English."""
+    language = detect_language(documents_sample(documents)).language
+    if language != ENGLISH:
+        return language
+    if _mostly_latin(query):
+        identifier = _identifier()
+        with _lock:
+            found, probability = identifier.classify(query)
+        return str(found) if found != ENGLISH and probability >= MIN_CONFIDENCE else ENGLISH
+    return detect_language(query).language
+
+
+__all__ = [
+    "ENGLISH",
+    "MIN_CONFIDENCE",
+    "SAMPLE_CHARS",
+    "Detected",
+    "call_language",
+    "detect_language",
+    "documents_sample",
+]
