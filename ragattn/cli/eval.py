@@ -390,15 +390,21 @@ def eval_context(
         "(Compressor(first_stage_prior=...); default: the compressor's); part of the "
         "fingerprint when above 0.",
     ),
+    first_pass: str = typer.Option(
+        "default",
+        help="The one read's candidates stage: minilm, bm25, or default (the compressor's: "
+        "minilm for the English proxy, the multilingual compressor's own for gemma3-270m).",
+    ),
 ) -> None:
     """Evidence recall, answer kept, passages touched, tokens and seconds per question of the
     one-read default and of pipelines given exactly its tokens (docs/context-eval.md)."""
+    from ragattn.compress.compressor import MULTILINGUAL_FIRST_PASS
     from ragattn.embed import use_embed_dtype
     from ragattn.errors import ConfigError, InvalidInputError
     from ragattn.lab.evaluation import context as ctx
     from ragattn.lab.evaluation.context_report import OutcomeCache, evaluate_context
     from ragattn.lab.evaluation.context_systems import ContextSystems
-    from ragattn.proxy import load_proxy
+    from ragattn.proxy import MULTILINGUAL_PROXY, load_proxy
 
     names = [s for value in system for s in _methods(value)] or [
         s for s in ctx.SYSTEMS if s != "compress"
@@ -438,7 +444,15 @@ def eval_context(
         proxy = _proxy_of_set(questions)
         typer.echo(f"proxy: {proxy} (the default read's for this set)", err=True)
     loaded = load_proxy(proxy, threads=threads, dtype=dtype)
-    prior = {} if first_stage_prior is None else {"first_stage_prior": first_stage_prior}
+    prior: dict[str, Any] = (
+        {} if first_stage_prior is None else {"first_stage_prior": first_stage_prior}
+    )
+    if first_pass not in ("default", "minilm", "bm25"):
+        raise typer.BadParameter(f"--first-pass {first_pass!r}: valid: default, minilm, bm25")
+    if first_pass != "default":
+        prior["first_pass"] = first_pass
+    elif proxy == MULTILINGUAL_PROXY:
+        prior["first_pass"] = MULTILINGUAL_FIRST_PASS
     systems = ContextSystems.from_proxy(loaded, cascade=read, language=language, **prior)
     # plain strings, pools and orders are other sets: named apart in the report and the cache
     label = (

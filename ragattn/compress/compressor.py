@@ -27,7 +27,7 @@ from ragattn.compress.cascade import (
 )
 from ragattn.compress.features import SentenceFeatures, Unit
 from ragattn.compress.probe import Probe
-from ragattn.compress.read import ContextRead, ReadParts, sentence_units
+from ragattn.compress.read import ContextRead, FirstPass, ReadParts, sentence_units
 from ragattn.compress.registry import (
     DEFAULT_METHOD,
     METHODS,
@@ -62,6 +62,10 @@ from ragattn.types import (
 from ragattn.validation import check_query
 
 logger = logging.getLogger(__name__)
+
+MULTILINGUAL_FIRST_PASS: FirstPass = "minilm"
+"""The ``candidates`` stage of the multilingual compressor's read (the rule that chose it:
+docs/research/languages.md)."""
 
 
 class Compressor(
@@ -125,6 +129,11 @@ class Compressor(
             this one's settings; its token counts are in its own tokenizer (``tokenizer`` names it,
             unless the call names one). Where it cannot load (its package is missing, or it has
             no probe for ``method``), English's proxy reads every call and the log says why, once.
+        first_pass: what the read's ``candidates`` stage scores documents with, where the
+            document probe or the cascade reads them: ``"minilm"`` (the packaged English
+            MiniLM's cosines) or ``"bm25"`` (BM25 over the call's texts, counting character
+            bigrams where a script writes no spaces). The multilingual compressor gets
+            :data:`MULTILINGUAL_FIRST_PASS`.
 
     Raises:
         InvalidInputError: an unknown method (the message lists the valid ones).
@@ -147,12 +156,14 @@ class Compressor(
         cascade: Cascade | None = DEFAULT_CASCADE,
         first_stage_prior: float = DEFAULT_FIRST_STAGE_PRIOR,
         multilingual: str | Proxy | None = "auto",
+        first_pass: FirstPass = "minilm",
     ) -> None:
         self.selection: Selection = check_selection(selection)
         self.first_stage_prior = check_first_stage_prior(first_stage_prior)
         self._bind(method, METHODS, proxy, device=device, dtype=dtype, threads=threads)
         self._cascade_probe: ProbeScorer | None = None
         self.max_chunk_tokens = max_chunk_tokens
+        self.first_pass: FirstPass = first_pass
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
         self.cascade = self._usable_cascade(cascade)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
@@ -186,6 +197,7 @@ class Compressor(
             cascade=cascade,
             first_stage_prior=first_stage_prior,
             multilingual=None,
+            first_pass=MULTILINGUAL_FIRST_PASS,
         )
         self._second: Compressor | None = None
 
@@ -299,6 +311,7 @@ class Compressor(
                 counting=self._counting,
                 max_chunk_tokens=self.max_chunk_tokens,
                 first_stage_prior=self.first_stage_prior,
+                first_pass=self.first_pass,
             )
         )
 

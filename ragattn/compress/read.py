@@ -67,7 +67,7 @@ from ragattn.document_probe import (
 )
 from ragattn.first_stage import check_first_stage_order, rank_prior
 from ragattn.languages import AUTO
-from ragattn.lexical import document_cosines, sigmoid
+from ragattn.lexical import bm25_scores, document_cosines, sigmoid, titled_text
 from ragattn.markdown_units import document_units
 from ragattn.sentence_attention import units_of
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds
@@ -122,6 +122,10 @@ def sentence_units(docs: Sequence[Document], language: str = AUTO) -> list[Unit]
     return units_of(docs, lambda text: document_units(text, language=language))
 
 
+FirstPass = Literal["minilm", "bm25"]
+"""What the read's ``candidates`` stage scores documents with (:attr:`ReadParts.first_pass`)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadParts:
     """What a read runs with: the compressor's loaded parts.
@@ -143,6 +147,11 @@ class ReadParts:
             score, in standard deviations of the document probe's score per standard deviation
             of the prior (:func:`~ragattn.compress.selection.with_rank_prior`; 0: the order is
             not read).
+        first_pass: what the ``candidates`` stage reads the documents with: ``"minilm"`` (the
+            packaged English MiniLM's cosines) or ``"bm25"`` (BM25 over the call's documents and
+            sentences, :func:`~ragattn.lexical.bm25_scores`, in [0, 1], counting words, and
+            character bigrams where a script writes no spaces). Both are z-scored over the call
+            where they are read, so either serves as the document probe's base.
     """
 
     method: str
@@ -155,6 +164,7 @@ class ReadParts:
     counting: Callable[[Any], Counting]
     max_chunk_tokens: int
     first_stage_prior: float = 0.0
+    first_pass: FirstPass = "minilm"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -344,12 +354,18 @@ class ContextRead:
         of every document to the query (title and text; with each sentence's pooled from the
         same pass where the cascade reads them, ``dense`` ``"pooled"``). None where the plan
         runs none."""
+        if plan.minilm is None:
+            return None
+        if self.parts.first_pass == "bm25":
+            documents = bm25_scores(query, [titled_text(d) for d in docs])
+            if plan.minilm == "documents":
+                return CandidateCosines(documents=documents)
+            texts = [docs[u.doc].text[u.start : u.end] for u in units]
+            return CandidateCosines(documents=documents, units=bm25_scores(query, texts))
         if plan.minilm == "pooled":
             documents, sentences = document_and_unit_cosines(query, docs, units)
             return CandidateCosines(documents=documents, units=sentences)
-        if plan.minilm == "documents":
-            return CandidateCosines(documents=document_cosines(query, docs))
-        return None
+        return CandidateCosines(documents=document_cosines(query, docs))
 
     def cut(
         self,

@@ -31,6 +31,7 @@ This module holds the sets, the budgets and the scoring of a kept context; the s
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -165,6 +166,31 @@ def _carried(
     return lambda path, limit, language: load(path, limit)
 
 
+CROSS_LINGUAL: tuple[tuple[str, str], ...] = (
+    ("en", "de"),
+    ("de", "en"),
+    ("en", "zh"),
+    ("zh", "en"),
+)
+"""XQuAD's cross-lingual sets ``xquad-ASKED-OVER``: the question in one language over the
+paragraphs (and gold, and answers) of the same article in another."""
+
+
+def _cross_lingual(asked: str) -> Callable[[Path, int | None, str], tuple[ds.QAExample, ...]]:
+    """A loader of XQuAD's paragraphs at ``path`` with each question asked in ``asked``'s file
+    (the question ids are shared, so the same question is drawn in both)."""
+
+    def load(path: Path, limit: int | None, language: str) -> tuple[ds.QAExample, ...]:
+        examples = ds.load_xquad_articles(path, limit, language=language)
+        questions = {
+            ex.qid: ex.question
+            for ex in ds.load_xquad_articles(path.with_name(f"xquad.{asked}.json"), limit)
+        }
+        return tuple(dataclasses.replace(ex, question=questions[ex.qid]) for ex in examples)
+
+    return load
+
+
 SETS: Mapping[str, ContextSet] = {
     "hotpotqa": ContextSet(
         path="hotpotqa/hotpot_dev_distractor_v1.shared.json", load=_carried(ds.load_hotpot)
@@ -212,6 +238,18 @@ SETS: Mapping[str, ContextSet] = {
         )
         for lang in XQUAD_LANGUAGES
     },
+    **{
+        f"xquad-{asked}-{over}": ContextSet(
+            path=f"xquad/xquad.{over}.json",
+            load=_cross_lingual(asked),
+        )
+        for asked, over in CROSS_LINGUAL
+    },
+    "drcd": ContextSet(
+        path="drcd/DRCD_test.json",
+        load=lambda p, n, language: ds.load_xquad_articles(p, n, language=language),
+        default_limit=48,
+    ),
 }
 """The shared sets no probe was trained on: HotpotQA dev (distractor, fullwiki), 2Wiki-200
 (questions 200-299 are a margin, 300 on train), SciFact test claims with rationales over BM25
@@ -220,6 +258,10 @@ top-20 abstracts (``scifact-train``: the train claims, for choosing defaults), S
 XQuAD (``xquad-de``, ``xquad-zh``, ...: the first question of each of its 48 articles over the
 article's paragraphs, the same questions in every language; not in the shared folder: put
 google-deepmind/xquad's ``xquad.LANG.json`` files, CC BY-SA 4.0, in ``DATA/xquad/``); and
+``drcd``: DRCD's test set, questions written natively in (Traditional) Chinese over
+Wikipedia articles, read like XQuAD (one drawn question per article over the article's
+paragraphs, the first 48 articles; not in the shared folder: put DRCKnowledgeTeam/DRCD's
+``DRCD_test.json``, CC BY-SA 3.0, in ``DATA/drcd/``); and
 ``techdocs`` (its dev questions) / ``techdocs-test`` (its held-out projects): questions answered in
 the code, tables and prose of installed packages' READMEs, each over 20 section chunks in BM25's
 order (:mod:`ragattn.lab.evaluation.datasets.techdocs`; no data folder: the READMEs are read from

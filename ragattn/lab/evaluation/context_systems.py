@@ -13,6 +13,7 @@ from typing import Any
 
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
+from ragattn.compress.read import FirstPass
 from ragattn.compress.selection import DEFAULT_FIRST_STAGE_PRIOR
 from ragattn.lab.evaluation.context import (
     MATCHED,
@@ -127,14 +128,20 @@ class ContextSystems:
         cascade: Cascade | None = DEFAULT_CASCADE,
         language: str = AUTO,
         first_stage_prior: float = DEFAULT_FIRST_STAGE_PRIOR,
+        first_pass: FirstPass = "minilm",
     ) -> ContextSystems:
         """Every system on one loaded :class:`~ragattn.proxy.Proxy` (no second proxy: the
-        evaluation picks one proxy per set, ``ragattn eval context --proxy auto``); ``cascade`` and
-        ``first_stage_prior`` are the default compressor's (the read of ``one-read`` and of the
-        ``rerankK-compress`` systems); ``language`` splits every compressor call's sentences."""
+        evaluation picks one proxy per set, ``ragattn eval context --proxy auto``);
+        ``cascade``, ``first_stage_prior`` and ``first_pass`` are the default compressor's (the
+        read of ``one-read`` and of the ``rerankK-compress`` systems); ``language`` splits
+        every compressor call's sentences."""
         return cls(
             Compressor(
-                proxy, cascade=cascade, first_stage_prior=first_stage_prior, multilingual=None
+                proxy,
+                cascade=cascade,
+                first_stage_prior=first_stage_prior,
+                multilingual=None,
+                first_pass=first_pass,
             ),
             Compressor(proxy, method="lexical", multilingual=None),
             Reranker(proxy),
@@ -162,6 +169,8 @@ class ContextSystems:
             parts.append(f"language={self.language}")
         if c.first_stage_prior > 0:  # 0 reads no order: the outcomes of the runs before it
             parts.append(f"first_stage_prior={c.first_stage_prior:g}")
+        if c.first_pass != "minilm":
+            parts.append(f"first_pass={c.first_pass}")
         if embed := embedder_part():
             parts.append(embed)
         return model_fingerprint(c.proxy, *parts)
