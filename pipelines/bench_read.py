@@ -30,6 +30,7 @@ tokens (proxy tokens, no special tokens).
     python pipelines/bench_read.py --shape 20x128 --queries 2        # a smoke run
     python pipelines/bench_read.py --embed-dtype float32 --embed-dtype auto   # MiniLM in bf16 too
     python pipelines/bench_read.py --embed-short-batch 128 --embed-short-batch 512   # two widths
+    python pipelines/bench_read.py --one-proxy   # with and without the choice of proxy by language
 """
 
 from __future__ import annotations
@@ -110,6 +111,12 @@ def main() -> None:
         help="MiniLM's tokens a forward for short texts (Embedder.short_batch_tokens; repeat to "
         "time each, alternating input by input; default the embedder's)",
     )
+    parser.add_argument(
+        "--one-proxy",
+        action="store_true",
+        help="also time each read with no choice of proxy by language (Compressor(multilingual="
+        "None), the read before issue 61), as read:NAME:one-proxy",
+    )
     parser.add_argument("--data-dir", type=Path, default=DATA)
     parser.add_argument("--out", type=Path, help="also write the medians as JSON")
     args = parser.parse_args()
@@ -133,6 +140,13 @@ def main() -> None:
         print(runtime_line(runtime_info(proxy)))
     reads = dict(args.read or [parse_read("default")])
     compressors = {name: Compressor(proxy, cascade=cascade) for name, cascade in reads.items()}
+    if args.one_proxy:
+        compressors.update(
+            {
+                f"{name}:one-proxy": Compressor(proxy, cascade=cascade, multilingual=None)
+                for name, cascade in reads.items()
+            }
+        )
     reranker, two_pass = Reranker(proxy), Compressor(proxy)
     tokenizer = proxy.tokenizer
     budget = budget_of(args.ratio, args.max_tokens)
