@@ -63,7 +63,7 @@ from ragattn.validation import check_query
 
 logger = logging.getLogger(__name__)
 
-MULTILINGUAL_FIRST_PASS: FirstPass = "minilm"
+MULTILINGUAL_FIRST_PASS: FirstPass = "bm25"
 """The ``candidates`` stage of the multilingual compressor's read (the rule that chose it:
 docs/research/languages.md)."""
 
