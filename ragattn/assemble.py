@@ -88,9 +88,12 @@ def build_reranker(settings: Settings, proxy: Proxy) -> Reranker:
 
 def compressor_factory(settings: Settings) -> CompressorFactory:
     """Compressors of ``settings``: ``compress_selection``, ``compress_cascade``,
-    ``compress_first_stage_prior`` and ``models_dir`` are passed on, and with ``block_store_mb`` >
-    0 the attention methods share one block store of that many MiB (passages read once,
-    :mod:`ragattn.blocks`)."""
+    ``compress_first_stage_prior``, ``models_dir`` and ``multilingual_proxy`` are passed on, and
+    with ``block_store_mb`` > 0 the attention methods share one block store of that many MiB
+    (passages read once, :mod:`ragattn.blocks`). ``device`` (the loaded proxy's) and ``dtype`` are
+    passed too where set: the compressor is built on the loaded proxy, and its multilingual proxy,
+    which it loads itself on the first call not in English, must load as the English one did
+    (``threads`` is process-wide: the English load applied it)."""
     from ragattn.compress import Compressor
 
     store = None
@@ -117,9 +120,35 @@ def compressor_factory(settings: Settings) -> CompressorFactory:
             extra["models_dir"] = settings.models_dir
         if method:
             extra["method"] = method
+        if settings.multilingual_proxy != "auto":
+            extra["multilingual"] = _multilingual_setting(settings)
+        if settings.device != "auto":
+            extra["device"] = str(proxy.device)  # where the English proxy did load
+        if settings.dtype != "auto":
+            extra["dtype"] = settings.dtype
         return Compressor(proxy, **extra)  # type: ignore[arg-type]
 
     return build
+
+
+def _multilingual_setting(settings: Settings) -> str | None:
+    """``multilingual_proxy`` as ``Compressor(multilingual=...)`` takes it: ``none`` is None."""
+    return None if settings.multilingual_proxy == "none" else settings.multilingual_proxy
+
+
+def multilingual_name(engines: Engines) -> str | None:
+    """The name of the proxy that reads calls not in English, where it is not the English one:
+    the default compressor's choice (``Compressor.multilingual``, which resolves ``auto``), else,
+    with no default compressor, what the method compressors built from ``settings`` will choose;
+    None where the one proxy reads every language."""
+    from ragattn.proxy import DEFAULT_PROXY, MULTILINGUAL_PROXY
+
+    if engines.compressor is not None:
+        chosen = engines.compressor.multilingual
+        return chosen if chosen is None or isinstance(chosen, str) else chosen.name
+    if engines.settings.multilingual_proxy == "auto":
+        return MULTILINGUAL_PROXY if engines.proxy.name == DEFAULT_PROXY else None
+    return _multilingual_setting(engines.settings)
 
 
 def build_compressor(
@@ -298,6 +327,9 @@ def engine_fingerprint(engines: Engines) -> str:
         ),
         # bf16 MiniLM moves cosines in the third decimal: its results are kept apart.
         *([embed] if (embed := embedder_part()) else []),
+        # Calls not in English are read by another proxy: a deployment whose one proxy reads
+        # them never shares their answers (its keys, with no second proxy, are as before).
+        *([f"multilingual={second}"] if (second := multilingual_name(engines)) else []),
     )
 
 
@@ -313,5 +345,6 @@ __all__ = [
     "compressor_factory",
     "engine_fingerprint",
     "load_proxy_of",
+    "multilingual_name",
     "open_index",
 ]

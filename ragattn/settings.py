@@ -39,6 +39,8 @@ lexical first cut embeds, and D where its MiniLM cosines come from (``sentences`
 (:class:`ragattn.compress.cascade.Cascade`)."""
 _DEVICE = re.compile(r"auto|cpu|mps|cuda(?::\d+)?")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_MULTILINGUAL_WORDS = ("auto", "none")
+"""``RAGATTN_MULTILINGUAL_PROXY``'s two words; anything else names a proxy."""
 
 
 _MASK = "***"
@@ -137,6 +139,12 @@ class Settings:
 
     proxy: str = "smollm2-135m"
     """Proxy model: a packaged name, a ``.gguf`` path, a model directory or an offline HF id."""
+    multilingual_proxy: str = "auto"
+    """The proxy that reads calls not in English (:mod:`ragattn.call_language`: the documents'
+    language, else the query's): ``auto`` (``Compressor(multilingual="auto")``: Gemma-3-270M
+    where ``proxy`` is the packaged English default, else none), ``none`` (``proxy`` reads every
+    language), or a name or path as ``proxy`` takes. The second proxy loads on the first call
+    not in English, not at start-up."""
     proxy_cache_dir: str | None = None
     """Where dequantized GGUF weights are cached (default ``~/.cache/ragattn``)."""
     device: str = "auto"
@@ -340,6 +348,11 @@ def _parse_lower(name: str, raw: str) -> str:
     return raw.lower()
 
 
+def _parse_multilingual(name: str, raw: str) -> str:
+    """``auto`` and ``none`` in any case; a proxy name or path as written (paths keep case)."""
+    return raw.lower() if raw.lower() in _MULTILINGUAL_WORDS else raw
+
+
 _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "threads": _parse_int,
     "max_documents": _parse_int,
@@ -370,6 +383,7 @@ _PARSERS: dict[str, Callable[[str, str], Any]] = {
     "dtype": _parse_lower,
     "embed_dtype": _parse_lower,
     "device": _parse_lower,
+    "multilingual_proxy": _parse_multilingual,
 }
 
 
@@ -458,6 +472,11 @@ def _validate_choices(s: Settings) -> None:
         raise ConfigError(f"{env('log_level')} must be one of {', '.join(_LOG_LEVELS)}")
     if not s.proxy:
         raise ConfigError(f"{env('proxy')} must not be empty")
+    if not isinstance(s.multilingual_proxy, str) or not s.multilingual_proxy.strip():
+        raise ConfigError(
+            f"{env('multilingual_proxy')} must be auto, none or a proxy name or path, "
+            f"got {_shown(s.multilingual_proxy)}"
+        )
     if any(not k or any(c.isspace() for c in k) for k in s.api_keys):
         raise ConfigError(f"{env('api_keys')} entries must be non-empty and contain no spaces")
     for proxy in s.trusted_proxies:

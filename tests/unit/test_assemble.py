@@ -143,6 +143,7 @@ CASES: dict[str, Case] = {
         (0.6, "bm25"),
     ),
     "compress_first_stage_prior": Case("0.5", lambda b: _compressor(b).first_stage_prior, 0.5),
+    "multilingual_proxy": Case("none", lambda b: _compressor(b).multilingual, None),
     "block_store_mb": Case(
         "16",
         lambda b: _compressor(b).blocks and _compressor(b).blocks.store.max_bytes,
