@@ -35,10 +35,11 @@ from ragattn_api.openapi import json_not_found, openapi_config, security_require
 from ragattn_api.rate_limit import rate_limit_guard
 from ragattn_api.routes.ask import AskController
 from ragattn_api.routes.compress import CompressController, RerankCompressController
-from ragattn_api.routes.health import HealthController
+from ragattn_api.routes.health import HealthController, served_proxies
 from ragattn_api.routes.page import PAGE_HANDLERS
 from ragattn_api.routes.rerank import RerankController
 from ragattn_api.routes.retrieve import RetrieveController
+from ragattn_api.schemas import ProxiesOut
 from ragattn_api.state import ServiceState
 from ragattn_api.worker import ModelWorker
 
@@ -103,14 +104,24 @@ async def _load(state: ServiceState, handed: HandedIn, cache: Cache, workers: Wo
         gc.freeze()
     budget = loaded.budget
     logger.info(
-        "ragattn service ready: %s, cache=%s, device=%s, dtype=%s, max_request_tokens=%d (%s)",
+        "ragattn service ready: %s, cache=%s, device=%s, dtype=%s, max_request_tokens=%d (%s), "
+        "proxies=%s",
         loaded.service.fingerprint,
         cache.name,
         loaded.runtime["device"],
         loaded.runtime["dtype"],
         budget.tokens,
         budget.basis() or "RAGATTN_MAX_REQUEST_TOKENS",
+        _proxies_said(served_proxies(loaded.service)),
     )
+
+
+def _proxies_said(proxies: ProxiesOut) -> str:
+    """The start-up log's words for which proxy reads which language."""
+    if proxies.other_languages == proxies.english:
+        return f"{proxies.english} (every language)"
+    when = "loaded" if proxies.other_languages_loaded else "loads on the first call not in English"
+    return f"{proxies.english} (English), {proxies.other_languages} (other languages, {when})"
 
 
 def _loaded(state: ServiceState, task: asyncio.Future[None]) -> None:

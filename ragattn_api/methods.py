@@ -137,6 +137,24 @@ class MethodEngines:
             self._compressors[method] = compressor
         return compressor
 
+    def second_proxy(self) -> tuple[str, bool] | None:
+        """The proxy that reads calls not in English where it is not :attr:`proxy`, and whether
+        it has loaded (it loads on the first such call a compressor reads); None where the one
+        proxy reads every language (``RAGATTN_MULTILINGUAL_PROXY=none``, a proxy of one's own with
+        ``auto``, or a multilingual proxy that failed to load). Read from the default compressor
+        (else any built one): the compressors of every method share the setting."""
+        built = list(self._compressors.values())
+        default = self._compressors.get(None) or (built[0] if built else None)
+        # getattr: an app may be handed a compressor of its own (a test's wrapper) without it.
+        chosen = getattr(default, "multilingual", None)
+        if chosen is None:
+            return None
+        name = chosen if isinstance(chosen, str) else chosen.name
+        # Compressor keeps the multilingual compressor it built in ``_second`` (built on the
+        # first call not in English, with the multilingual proxy's weights).
+        loaded = any(getattr(c, "_second", None) is not None for c in built)
+        return name, loaded
+
     def build_methods(self) -> dict[str, str]:
         """Build every rerank and compress method of the registries now, on the model thread at
         start-up, so that no request pays a method's build (a latency-bound caller picking a

@@ -9,10 +9,20 @@ from litestar.di import NamedDependency
 from ragattn.errors import NotReadyError
 from ragattn_api.errors import PROBE_RESPONSES
 from ragattn_api.metrics import Metrics
-from ragattn_api.schemas import HealthResponse, ReadyResponse
+from ragattn_api.schemas import HealthResponse, ProxiesOut, ReadyResponse
 from ragattn_api.service import Service
 
 PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4"
+
+
+def served_proxies(service: Service) -> ProxiesOut:
+    """Which proxy reads which language (:meth:`~ragattn_api.methods.MethodEngines.second_proxy`):
+    the English one names itself for every language where there is no second one."""
+    second = service.second_proxy()
+    other, loaded = second if second is not None else (service.model_name, True)
+    return ProxiesOut(
+        english=service.model_name, other_languages=other, other_languages_loaded=loaded
+    )
 
 
 class HealthController(Controller):
@@ -30,11 +40,13 @@ class HealthController(Controller):
             raise NotReadyError("the proxy model failed to load; see the server log")
         runtime = state.get("runtime") or {}
         budget = state.get("request_budget")
+        service: Service | None = state.get("service")
         return HealthResponse(
             status="ok",
             device=runtime.get("device"),
             dtype=runtime.get("dtype"),
             max_request_tokens=budget.tokens if budget is not None else None,
+            proxies=served_proxies(service) if service is not None else None,
         )
 
     @route(
@@ -68,6 +80,7 @@ class HealthController(Controller):
             busy=depth > 0,
             queue_depth=depth,
             queue_size=size,
+            proxies=served_proxies(service),
         )
 
     @get(

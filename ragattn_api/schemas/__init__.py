@@ -15,6 +15,7 @@ from ragattn_api.schemas.common import (
     DocumentIn,
     ErrorResponse,
     HealthResponse,
+    ProxiesOut,
     ReadyResponse,
 )
 from ragattn_api.schemas.rag import (
@@ -45,6 +46,7 @@ __all__ = [
     "ErrorResponse",
     "HealthResponse",
     "PruneIn",
+    "ProxiesOut",
     "PruningOut",
     "ReadyResponse",
     "RerankCompressRequest",

@@ -109,16 +109,31 @@ def finite(value: float, name: str) -> float:
     return float(value)
 
 
+class ProxiesOut(Struct):
+    """Which proxy reads a call (``RAGATTN_MULTILINGUAL_PROXY``): ``english`` reads calls in
+    English, ``other_languages`` every other call (the compressing routes; ``/v1/rerank`` without
+    ``prune`` reads every language with ``english``). Where one proxy reads every language
+    (``none``, or ``auto`` with a proxy other than the packaged English one) both name it.
+    ``other_languages_loaded``: its weights are loaded; a second proxy loads on the first call not
+    in English (that call pays the load), so this is false until then, and always true where it is
+    the English proxy."""
+
+    english: str
+    other_languages: str
+    other_languages_loaded: bool
+
+
 class HealthResponse(Struct, omit_defaults=True):
     """Alive; once the proxy is loaded also where it runs: ``device`` (``cpu``, ``cuda:0``,
-    ``mps``) and the weights' ``dtype`` (``float32``, ``bfloat16``), and ``max_request_tokens``,
-    the proxy tokens one request may ask for (the same on every replica sharing a Redis); all
-    absent while loading."""
+    ``mps``) and the weights' ``dtype`` (``float32``, ``bfloat16``), ``max_request_tokens``,
+    the proxy tokens one request may ask for (the same on every replica sharing a Redis), and
+    ``proxies``, which proxy reads which language; all absent while loading."""
 
     status: str
     device: str | None = None
     dtype: str | None = None
     max_request_tokens: int | None = None
+    proxies: ProxiesOut | None = None
 
 
 class ReadyResponse(Struct):
@@ -126,7 +141,7 @@ class ReadyResponse(Struct):
     failing: requests are still answered, just without the cache. ``device`` and ``dtype`` say
     where and in which precision the proxy runs. ``busy`` is true while the model thread has work
     (a new request waits behind ``queue_depth`` jobs, of at most ``queue_size``); a full queue
-    makes ``/ready`` a 503."""
+    makes ``/ready`` a 503. ``proxies``: which proxy reads which language, as on ``/health``."""
 
     status: str
     model: str
@@ -138,6 +153,7 @@ class ReadyResponse(Struct):
     busy: bool = False
     queue_depth: int = 0
     queue_size: int = 0
+    proxies: ProxiesOut | None = None
 
 
 class ErrorResponse(Struct):
@@ -154,6 +170,7 @@ __all__ = [
     "HealthResponse",
     "KeptSpanOut",
     "Language",
+    "ProxiesOut",
     "ReadyResponse",
     "finite",
     "kept_spans",

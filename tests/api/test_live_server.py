@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from unittest.mock import ANY
 
 import httpx
 import pytest
@@ -62,6 +63,11 @@ def test_plain_http_and_public_routes(server_url: str) -> None:
             "device": "cpu",
             "dtype": "float32",
             "max_request_tokens": 16384,  # engines handed in: not measured, the ceiling
+            "proxies": {  # loaded: whether an earlier test in the session read another language
+                "english": "smollm2-135m",
+                "other_languages": "gemma3-270m",
+                "other_languages_loaded": ANY,
+            },
         }
         ready = c.get("/ready").json()
         assert (ready["status"], ready["device"], ready["dtype"]) == ("ready", "cpu", "float32")

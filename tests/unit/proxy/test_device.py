@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 import torch
@@ -293,6 +294,11 @@ async def test_health_and_ready_say_where_the_proxy_runs(reranker: Any, compress
             "device": "cpu",
             "dtype": "float32",
             "max_request_tokens": 16384,  # engines handed in: not measured, the ceiling
+            "proxies": {  # loaded: whether an earlier test in the session read another language
+                "english": "smollm2-135m",
+                "other_languages": "gemma3-270m",
+                "other_languages_loaded": ANY,
+            },
         }
         ready = (await c.get("/ready")).json()
         assert (ready["status"], ready["device"], ready["dtype"]) == ("ready", "cpu", "float32")
