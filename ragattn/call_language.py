@@ -8,9 +8,9 @@ documents decide first, because the read is over them.
 A text's language comes from its script where the script names it (Chinese, Japanese, Arabic,
 Devanagari, Greek, Cyrillic, ... : :func:`ragattn.sentences.resolve_language`); Latin-script
 text (and Thai, Hebrew, Korean and other scripts the splitter has no rules for) goes to
-py3langid's Naive Bayes identifier (97 languages, trained on a large multi-domain corpus; a
-maintained fork of langid.py), whose normalised probability must reach
-:data:`MIN_CONFIDENCE` for a language other than English to be named: code, tables and short
+py3langid's Naive Bayes identifier (a maintained fork of langid.py) over the written standard
+languages of :data:`IDENTIFIED`, whose normalised probability must reach :data:`MIN_CONFIDENCE`
+for a language other than English to be named: code, tables and short
 strings it cannot place stay English, so an English call never changes proxy by accident.
 
 The rule was declared before measuring (docs/research/languages.md): English calls keep today's
@@ -32,6 +32,18 @@ ENGLISH = "en"
 MIN_CONFIDENCE = 0.9
 """py3langid's normalised probability (in [0, 1]) a language other than English needs before a
 Latin-script text is read as that language."""
+IDENTIFIED: tuple[str, ...] = (
+    "af", "am", "ar", "as", "az", "be", "bg", "bn", "bs", "ca", "cs", "cy", "da", "de", "el",
+    "en", "es", "et", "eu", "fa", "fi", "fr", "ga", "gl", "gu", "ha", "he", "hi", "hr", "hu",
+    "hy", "id", "ig", "is", "it", "ja", "ka", "kk", "km", "kn", "ko", "ku", "ky", "lo", "lt",
+    "lv", "mk", "ml", "mn", "mr", "ms", "mt", "my", "ne", "nl", "nn", "no", "or", "pa", "pl",
+    "ps", "pt", "ro", "ru", "rw", "si", "sk", "sl", "so", "sq", "sr", "sv", "sw", "ta", "te",
+    "tg", "th", "tl", "tr", "tt", "ug", "uk", "ur", "uz", "vi", "xh", "yo", "zh", "zu",
+)  # fmt: skip
+"""The languages the identifier chooses among: py3langid's model knows 142, among them
+regional neighbours of the large ones (Extremaduran and Aragonese beside Spanish, Nigerian Pidgin
+beside English) that split a text's probability and would keep a plain Spanish paragraph under
+:data:`MIN_CONFIDENCE`; these are the written standard languages of its list."""
 SAMPLE_CHARS = 2000
 """Characters of the documents the detector reads: the first of each document in turn, so a long
 first document does not decide alone."""
@@ -45,8 +57,9 @@ class Detected:
 
     Attributes:
         language: an ISO 639-1 code (``"en"`` where nothing else is named with confidence).
-        confidence: the identifier's normalised probability of ``language`` in [0, 1] (1.0 where
-            the script named it).
+        confidence: in [0, 1]: the identifier's probability that the text is, or is not,
+            English, whichever ``language`` says (1.0 where the script named it or there were
+            no letters).
         by: ``"script"``, ``"identifier"`` or ``"default"`` (no letters to read).
     """
 
@@ -60,7 +73,9 @@ def _identifier() -> Any:
     """py3langid's identifier with normalised probabilities (loaded once, about 0.6 s)."""
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    identifier.set_languages(list(IDENTIFIED))
+    return identifier
 
 
 def detect_language(text: str) -> Detected:
@@ -68,15 +83,25 @@ def detect_language(text: str) -> Detected:
     sample = text[:SAMPLE_CHARS]
     if not any(ch.isalpha() for ch in sample):
         return Detected(ENGLISH, 1.0, "default")
-    script = resolve_language("auto", sample)
-    if script != ENGLISH:
-        return Detected(script, 1.0, "script")
+    if _mostly_latin(sample):  # a name quoted in its own script does not decide
+        sample = "".join(ch if ch < "\u0250" else " " for ch in sample)
+    else:
+        script = resolve_language("auto", sample)
+        if script != ENGLISH:
+            return Detected(script, 1.0, "script")
+    language, probability = _identified(sample)
+    if language != ENGLISH and probability >= MIN_CONFIDENCE:
+        return Detected(language, probability, "identifier")
+    return Detected(ENGLISH, probability if language == ENGLISH else 0.0, "identifier")
+
+
+def _identified(text: str) -> tuple[str, float]:
+    """py3langid's most likely language of ``text`` among :data:`IDENTIFIED` and its
+    probability (in [0, 1])."""
     identifier = _identifier()
     with _lock:  # the identifier keeps no state per call, but its numpy buffers are shared
-        language, probability = identifier.classify(sample)
-    if language != ENGLISH and probability >= MIN_CONFIDENCE:
-        return Detected(str(language), float(probability), "identifier")
-    return Detected(ENGLISH, float(probability) if language == ENGLISH else 0.0, "identifier")
+        language, probability = identifier.classify(text)
+    return str(language), float(probability)
 
 
 def documents_sample(documents: Sequence[Document]) -> str:
@@ -103,17 +128,13 @@ def _mostly_latin(text: str) -> bool:
 def call_language(query: str, documents: Sequence[Document]) -> str:
     """The language a call is read in: the documents' where it is not English, else the
     query's where it is not English (a question in another language over English documents),
-    else English. A query mostly in Latin letters is read by the identifier alone, so an English
-    question quoting a name in its own script (HotpotQA asks about "कसबा पेठ विधानसभा
-    मतदारसंघ" in English) stays English."""
+    else English. A text mostly in Latin letters is identified by those letters alone, so an
+    English question quoting a name in its own script (HotpotQA asks about "कसबा पेठ विधानसभा
+    मतदारसंघ" in English) stays English, as do English documents that give a Marathi name in
+    parentheses."""
     language = detect_language(documents_sample(documents)).language
     if language != ENGLISH:
         return language
-    if _mostly_latin(query):
-        identifier = _identifier()
-        with _lock:
-            found, probability = identifier.classify(query)
-        return str(found) if found != ENGLISH and probability >= MIN_CONFIDENCE else ENGLISH
     return detect_language(query).language
 
 
