@@ -54,11 +54,13 @@ IN_LATIN = {
     "kurulmuştur. Tarih boyunca birçok imparatorluğa başkentlik yapmıştır.",
     "vi": "Sông Mê Kông chảy qua sáu quốc gia ở Đông Nam Á. Đồng bằng sông Cửu Long là vựa lúa "
     "lớn nhất của Việt Nam. Người dân ở đây sống chủ yếu bằng nghề nông và đánh cá.",
+    "pt": "O rio Amazonas atravessa vários países da América do Sul. É o rio mais caudaloso do "
+    "mundo e deságua no oceano Atlântico.",
     "ro": "Dunărea este al doilea fluviu ca lungime din Europa. Ea se varsă în Marea Neagră "
     "printr-o deltă întinsă. Delta Dunării este o rezervație a biosferei.",
 }
-"""Latin-script paragraphs, by the language each is written in."""
-
+"""Latin-script paragraphs, by the language each is written in (Spanish and Portuguese share
+much of their probability with Extremaduran, Aragonese and Galician in py3langid's model)."""
 
 STAYS_ENGLISH = {
     "prose": "The Thames flows through London and into the North Sea. It is the longest river "
@@ -92,17 +94,7 @@ def test_each_script_names_its_language(language: str, text: str) -> None:
     assert found.confidence >= 0.9
 
 
-@pytest.mark.parametrize(
-    ("language", "text"),
-    [
-        pytest.param(
-            language,
-            text,
-            id=language,
-        )
-        for language, text in IN_LATIN.items()
-    ],
-)
+@pytest.mark.parametrize(("language", "text"), IN_LATIN.items(), ids=list(IN_LATIN))
 def test_latin_script_languages_are_told_apart_by_the_identifier(language: str, text: str) -> None:
     found = detect_language(text)
     assert (found.language, found.by) == (language, "identifier")
@@ -123,6 +115,7 @@ def test_the_documents_decide_first() -> None:
 def test_a_question_in_another_language_over_english_documents_is_read_in_its_language() -> None:
     assert call_language(CHINESE_QUERY, ENGLISH_DOCS) == "zh"
     assert call_language(GERMAN_QUERY, ENGLISH_DOCS) == "de"
+    assert call_language("¿Cuál es el río más largo de España?", ENGLISH_DOCS) == "es"
     assert call_language("Which river flows through London?", ENGLISH_DOCS) == ENGLISH
 
 
