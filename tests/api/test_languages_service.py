@@ -1,7 +1,8 @@
 """Every language over HTTP: a German call is read by the multilingual proxy (Gemma-3-270M), an
 English one by the English proxy, and ``/health`` and ``/ready`` say which proxy reads which
-language and when the second has loaded; ``RAGATTN_MULTILINGUAL_PROXY=none`` keeps one proxy for
-every language and another cache fingerprint.
+language and when the second has loaded; another compress method reads German on the weights
+already loaded; ``RAGATTN_MULTILINGUAL_PROXY=none`` keeps one proxy for every language and another
+cache fingerprint.
 
 A real server over loopback HTTP with real forward passes. The routed compressor is built on the
 session's loaded proxies (``proxy`` and ``gemma_proxy``), so the module loads no weights of its
@@ -45,6 +46,14 @@ ENGLISH = {
 }
 
 
+OTHER_METHOD = "fused"
+
+
+def _default_method(app: Any) -> str:
+    """The method of the handed-in (default) compressor."""
+    return str(app.state.service.compressor(None).method)
+
+
 def _ready(c: httpx.Client) -> dict[str, Any]:
     """``/ready``'s body once the handed-in engines are published (a few seconds at most)."""
     deadline = time.monotonic() + 120
@@ -64,14 +73,17 @@ def routed(proxy: Any, gemma_proxy: Any) -> Any:
 
 
 @pytest.fixture(scope="module")
-def server(reranker: Any, routed: Any, live_server: Any) -> Iterator[str]:
+def server(reranker: Any, routed: Any, live_server: Any) -> Iterator[tuple[str, Any]]:
     app = create_app(Settings(cache_backend="none"), reranker=reranker, compressor=routed)
     with live_server(app) as url:
-        yield url
+        yield url, app
 
 
-def test_a_german_call_is_read_by_gemma_and_health_says_when_it_loaded(server: str) -> None:
-    with httpx.Client(base_url=server, timeout=300) as c:
+def test_a_german_call_is_read_by_gemma_and_health_says_when_it_loaded(
+    server: tuple[str, Any], gemma_proxy: Any
+) -> None:
+    url, app = server
+    with httpx.Client(base_url=url, timeout=300) as c:
         before = {"english": "smollm2-135m", "other_languages": "gemma3-270m"}
         assert _ready(c)["proxies"] == {**before, "other_languages_loaded": False}
         assert c.get("/health").json()["proxies"] == {**before, "other_languages_loaded": False}
@@ -91,6 +103,15 @@ def test_a_german_call_is_read_by_gemma_and_health_says_when_it_loaded(server: s
         after = {**before, "other_languages_loaded": True}
         assert c.get("/health").json()["proxies"] == after
         assert c.get("/ready").json()["proxies"] == after
+
+        # Another method's compressor (built by the settings' factory, its multilingual proxy
+        # a name) reads German on the weights already loaded, not on a copy of its own.
+        assert _default_method(app) != OTHER_METHOD
+        other = c.post("/v1/compress", json={**GERMAN, "method": OTHER_METHOD})
+        assert other.status_code == 200, other.text
+        assert (other.json()["tokenizer"], other.json()["method"]) == ("gemma3-270m", "fused")
+        second = app.state.service.compressor(OTHER_METHOD)._second
+        assert second is not None and second.proxy is gemma_proxy
 
 
 @pytest.mark.anyio
