@@ -63,6 +63,7 @@ _.from_engines  # RagattnRetriever.from_engines (docs/integrations.md)
 score_scale  # MethodSpec.score_scale (README: METHODS[name].score_scale)
 order_free  # MethodSpec.order_free
 _.prefix_ids  # BlockReader.prefix_ids: capture() takes absolute rows, which start after it
+confidence  # Detected.confidence (ragattn.call_language): how sure the detector was, for callers
 
 # Known findings of the issue-44 review, left to the owners of these files (each is called by a
 # test only, or by nothing): remove the code, then the line.
