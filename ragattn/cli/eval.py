@@ -284,6 +284,11 @@ CONTEXT_SETS = (
         f"xquad-{lang}"
         for lang in ("ar", "de", "el", "en", "es", "hi", "ro", "ru", "th", "tr", "vi", "zh")
     ),
+    "xquad-en-de",
+    "xquad-de-en",
+    "xquad-en-zh",
+    "xquad-zh-en",
+    "drcd",
 )
 """The sets of ``eval context`` (:data:`ragattn.lab.evaluation.context.SETS`), named here so that
 ``--help`` loads no model code."""

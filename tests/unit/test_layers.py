@@ -51,6 +51,7 @@ LAYERS: dict[str, int] = {
     "ragattn.sdpa": 2,
     "ragattn.sentence_attention": 2,
     "ragattn.sentences": 2,
+    "ragattn.call_language": 3,
     "ragattn.token_bounds": 2,
     # 3: runtime methods (learned assets are loaded here, never fitted)
     "ragattn.block_store": 3,

@@ -169,8 +169,9 @@ class ContextSystems:
             parts.append(f"language={self.language}")
         if c.first_stage_prior > 0:  # 0 reads no order: the outcomes of the runs before it
             parts.append(f"first_stage_prior={c.first_stage_prior:g}")
-        if c.first_pass != "minilm":
-            parts.append(f"first_pass={c.first_pass}")
+        first_pass = getattr(c, "first_pass", "minilm")
+        if first_pass != "minilm":
+            parts.append(f"first_pass={first_pass}")
         if embed := embedder_part():
             parts.append(embed)
         return model_fingerprint(c.proxy, *parts)
