@@ -90,10 +90,10 @@ def compressor_factory(settings: Settings) -> CompressorFactory:
     """Compressors of ``settings``: ``compress_selection``, ``compress_cascade``,
     ``compress_first_stage_prior``, ``models_dir`` and ``multilingual_proxy`` are passed on, and
     with ``block_store_mb`` > 0 the attention methods share one block store of that many MiB
-    (passages read once, :mod:`ragattn.blocks`). ``device`` (the loaded proxy's) and ``dtype`` are
-    passed too where set: the compressor is built on the loaded proxy, and its multilingual proxy,
-    which it loads itself on the first call not in English, must load as the English one did
-    (``threads`` is process-wide: the English load applied it)."""
+    (passages read once, :mod:`ragattn.blocks`). ``device`` (the loaded proxy's), ``dtype`` and
+    ``proxy_cache_dir`` are passed too where set: the compressor is built on the loaded proxy, and
+    its multilingual proxy, which it loads itself on the first call not in English, must load as
+    the English one did (``threads`` is process-wide: the English load applied it)."""
     from ragattn.compress import Compressor
 
     store = None
@@ -126,6 +126,8 @@ def compressor_factory(settings: Settings) -> CompressorFactory:
             extra["device"] = str(proxy.device)  # where the English proxy did load
         if settings.dtype != "auto":
             extra["dtype"] = settings.dtype
+        if settings.proxy_cache_dir:
+            extra["proxy_cache_dir"] = settings.proxy_cache_dir  # the multilingual proxy's too
         return Compressor(proxy, **extra)  # type: ignore[arg-type]
 
     return build

@@ -14,7 +14,9 @@ for a language other than English to be named: code, tables and short
 strings it cannot place stay English, so an English call never changes proxy by accident.
 
 The rule was declared before measuring (docs/research/languages.md): English calls keep today's
-proxy and read (nothing may move them), every other call goes to the multilingual proxy.
+proxy and read (nothing may move them), every other call goes to the multilingual proxy. The
+language named also picks the sentence rules of a Latin-script language the splitter knows
+(:data:`SPLIT_BY_IDENTIFIER`), where the script alone would give English ones.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from ragattn.languages import AUTO
 from ragattn.sentences import resolve_language
 from ragattn.types import Document
 
@@ -44,6 +47,10 @@ IDENTIFIED: tuple[str, ...] = (
 regional neighbours of the large ones (Extremaduran and Aragonese beside Spanish, Nigerian Pidgin
 beside English) that split a text's probability and would keep a plain Spanish paragraph under
 :data:`MIN_CONFIDENCE`; these are the written standard languages of its list."""
+SPLIT_BY_IDENTIFIER = frozenset(("da", "de", "es", "fr", "it", "nl", "pl", "sk"))
+"""The Latin-script languages the sentence splitter has rules of their own for (pysbd's): a
+call the identifier names one of is split by that language's rules (abbreviations, ordinal
+dates), which the script alone cannot choose; the script's other languages keep English rules."""
 SAMPLE_CHARS = 2000
 """Characters of the documents the detector reads: the first of each document in turn, so a long
 first document does not decide alone."""
@@ -138,12 +145,29 @@ def call_language(query: str, documents: Sequence[Document]) -> str:
     return detect_language(query).language
 
 
+def sentence_rules(language: str) -> str:
+    """The splitter's ``language`` for a call read in ``language`` (a code :func:`call_language`
+    gave): the code itself for a Latin-script language of :data:`SPLIT_BY_IDENTIFIER`, else
+    ``"auto"`` (the script's rules, per document)."""
+    return language if language in SPLIT_BY_IDENTIFIER else AUTO
+
+
+def split_language(query: str, documents: Sequence[Document], language: str = AUTO) -> str:
+    """The ``language`` a call's sentences are split by, as the compressor splits them:
+    ``language`` when it is named, else :func:`sentence_rules` of the call's language (a client
+    re-splitting a service's answer must split as the service did)."""
+    return language if language != AUTO else sentence_rules(call_language(query, documents))
+
+
 __all__ = [
     "ENGLISH",
     "MIN_CONFIDENCE",
     "SAMPLE_CHARS",
+    "SPLIT_BY_IDENTIFIER",
     "Detected",
     "call_language",
     "detect_language",
     "documents_sample",
+    "sentence_rules",
+    "split_language",
 ]

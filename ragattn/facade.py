@@ -8,6 +8,7 @@ at construction, any other only applies ``threads`` and loads them on first acce
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from ragattn.methods import MethodSpec, MethodTable
@@ -37,8 +38,10 @@ class ProxyFacade(Generic[F]):
         device: str,
         dtype: str,
         threads: int | None,
+        cache_dir: str | Path | None = None,
     ) -> None:
-        """Resolve ``method`` in ``table`` (a spec is taken as is) and hold ``proxy`` unloaded.
+        """Resolve ``method`` in ``table`` (a spec is taken as is) and hold ``proxy`` unloaded
+        (a named one loads with these arguments of :func:`~ragattn.proxy.load_proxy`).
 
         Raises:
             InvalidInputError: an unknown method (the message lists the valid ones).
@@ -46,7 +49,9 @@ class ProxyFacade(Generic[F]):
         """
         self.spec = method if isinstance(method, MethodSpec) else table.spec(method)
         self.method = self.spec.name
-        self._proxy = LazyProxy(proxy, device=device, dtype=dtype, threads=threads)
+        self._proxy = LazyProxy(
+            proxy, device=device, dtype=dtype, threads=threads, cache_dir=cache_dir
+        )
 
     def _start(self) -> None:
         """Load the proxy's weights when the method runs the proxy, else only apply ``threads``."""

@@ -386,6 +386,7 @@ class LazyProxy:
         device: DeviceLike = "auto",
         dtype: str | torch.dtype = "auto",
         threads: int | None = None,
+        cache_dir: str | Path | None = None,
     ) -> None:
         if not isinstance(proxy, str | Proxy):
             raise InvalidInputError(
@@ -404,6 +405,7 @@ class LazyProxy:
         self._device = device
         self._dtype = dtype
         self._threads = threads
+        self._cache_dir = cache_dir
         self._tokenizer: Any = None
 
     @property
@@ -415,7 +417,11 @@ class LazyProxy:
         """The proxy, loaded now with :func:`load_proxy` if it is not yet."""
         if self._proxy is None:
             self._proxy = load_proxy(
-                self.name, device=self._device, dtype=self._dtype, threads=self._threads
+                self.name,
+                device=self._device,
+                dtype=self._dtype,
+                threads=self._threads,
+                cache_dir=self._cache_dir,
             )
         return self._proxy
 

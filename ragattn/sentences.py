@@ -16,9 +16,10 @@ sequence or combining mark is cut).
 The rules follow the text's language (:data:`LANGUAGES`, pysbd's). ``language="auto"`` (the
 default) reads it from the script: Chinese, Japanese, Arabic (Persian and Urdu by their own
 letters), Devanagari (Hindi), Greek, Armenian, Burmese, Amharic and Cyrillic (Russian) text gets
-its own rules, and Latin-script text English rules, which also serve most Western European text;
-name the language (``"de"``, ``"fr"``, ``"es"``, ...) for its abbreviations and dates
-("3. Mai" is no sentence end in German).
+its own rules, and Latin-script text English rules; name the language (``"de"``, ``"fr"``,
+``"es"``, ...) for its abbreviations and dates ("3. Mai" is no sentence end in German). The
+compressor's calls with ``language="auto"`` do that for you: the call's language, identified once
+(:mod:`ragattn.call_language`), names the rules of a Latin-script language pysbd knows.
 """
 
 from __future__ import annotations

@@ -140,8 +140,8 @@ class MethodEngines:
 
     def _loaded_seconds(self) -> list[Compressor]:
         """The multilingual compressors the built compressors have loaded (``Compressor`` keeps
-        the one it builds on its first call not in English in ``_second``)."""
-        seconds = (getattr(c, "_second", None) for c in self._compressors.values())
+        the one it builds on its first call not in English: ``multilingual_compressor``)."""
+        seconds = (getattr(c, "multilingual_compressor", None) for c in self._compressors.values())
         return [second for second in seconds if second is not None]
 
     def _share_second_proxy(self, compressor: Compressor) -> None:
@@ -149,7 +149,10 @@ class MethodEngines:
         that its own first call not in English builds on those weights instead of loading a copy
         (about 780 MiB for Gemma-3-270M in bf16). Called on the model thread, before the call."""
         wanted = getattr(compressor, "multilingual", None)
-        if not isinstance(wanted, str) or getattr(compressor, "_second", None) is not None:
+        if (
+            not isinstance(wanted, str)
+            or getattr(compressor, "multilingual_compressor", None) is not None
+        ):
             return
         for second in self._loaded_seconds():
             if second.proxy_name == wanted:

@@ -214,11 +214,11 @@ class Service(MethodEngines):
         )
 
         def score(checked: CheckedInput) -> RerankResponse:
-            pruned = None
+            pruned, model = None, self.model_name
             if budget is not None:
-                compressor = self.compressor(method)
-                result, pruned = compressor.rerank_and_compress_checked(
-                    req.query, checked.documents, args
+                reader, routed, model = self._reader(method, req.query, checked.documents, args)
+                result, pruned = reader.rerank_and_compress_checked(
+                    req.query, checked.documents, routed
                 )
             else:
                 assert method is not None  # a rerank method always resolves to a name
@@ -228,7 +228,7 @@ class Service(MethodEngines):
                 result,
                 id="",
                 api_version=api_version,
-                model=self.model_name,
+                model=model,
                 input_tokens=checked.input_tokens,
                 return_documents=return_documents,
                 raw_scores=req.raw_scores,
@@ -246,6 +246,20 @@ class Service(MethodEngines):
         # ``method`` only when the request named one: Cohere and TEI clients see today's shape.
         served = method if req.method is not None else None
         return msgspec.structs.replace(body, id=new_id(), meta=meta, method=served), hit
+
+    def _reader(
+        self, method: str | None, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> tuple[Compressor, VerbArgs, str]:
+        """The compressor that reads a compress call of ``method``, the arguments it reads it
+        with and the proxy named in the response's ``model``: a call not in English is read by
+        the multilingual proxy (:meth:`Compressor.route`), and the response says so. Called on
+        the model thread."""
+        compressor = self.compressor(method)
+        route = getattr(compressor, "route", None)  # a compressor handed in may not route
+        if route is None:
+            return compressor, args, self.model_name
+        reader, routed = route(query, documents, args)
+        return reader, routed, getattr(reader, "proxy_name", self.model_name)
 
     # --- compress ---------------------------------------------------------------------------
 
@@ -272,10 +286,10 @@ class Service(MethodEngines):
         params = {"method": self._compress_name(method), **args.params(), **_cap(req)}
 
         def score(checked: CheckedInput) -> CompressResponse:
-            compressor = self.compressor(method)
-            result = compressor.compress_checked(req.query, checked.documents, args)
+            reader, routed, model = self._reader(method, req.query, checked.documents, args)
+            result = reader.compress_checked(req.query, checked.documents, routed)
             return CompressResponse.from_result(
-                result, id="", model=self.model_name, warnings=list(checked.warnings)
+                result, id="", model=model, warnings=list(checked.warnings)
             )
 
         call = _ModelCall(query=req.query, documents=documents, args=args, route="compress:v1")
@@ -311,23 +325,24 @@ class Service(MethodEngines):
         }
 
         def score(checked: CheckedInput) -> RerankCompressResponse:
-            compressor = self.compressor(method)
-            ranked, compressed = compressor.rerank_and_compress_checked(
-                req.query, checked.documents, args
+            reader, routed, model = self._reader(method, req.query, checked.documents, args)
+            ranked, compressed = reader.rerank_and_compress_checked(
+                req.query, checked.documents, routed
             )
             return RerankCompressResponse.from_result(
                 ranked,
                 compressed,
                 id="",
-                model=self.model_name,
+                model=model,
                 input_tokens=checked.input_tokens,
                 return_documents=req.return_documents,
                 warnings=list(checked.warnings),
             )
 
-        # v2: the response names the ranking method (entries cached before lack it).
+        # v3: the results carry raw_score (v2: the response names the ranking method; entries
+        # cached before lack them).
         call = _ModelCall(
-            query=req.query, documents=documents, args=args, route="rerank_compress:v2"
+            query=req.query, documents=documents, args=args, route="rerank_compress:v3"
         )
         body, hit = await self._serve(call, params, score, RerankCompressResponse)
         meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ragattn._optional import require
+from ragattn.call_language import split_language
 from ragattn.client.transport import (
     ClientConfig,
     Deadline,
@@ -241,7 +242,7 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
             language=given.get("language", AUTO),
             first_stage_order=given.get("first_stage_order"),
         )
-        return path, payload, _parser(path, docs, given.get("language", AUTO))
+        return path, payload, _parser(path, query, docs, given.get("language", AUTO))
 
     def _checked(
         self, path: str, query: str, docs: Sequence[Document], args: VerbArgs
@@ -258,12 +259,14 @@ class _RemoteVerbs(_ClientBase, RerankVerbs[_R], CompressVerbs[_C, _RC]):
             language=args.language,
             first_stage_order=args.first_stage_order,
         )
-        return path, payload, _parser(path, docs, args.language)
+        return path, payload, _parser(path, query, docs, args.language)
 
 
-def _parser(path: str, docs: Sequence[Document], language: str) -> Callable[[Any], Any]:
+def _parser(path: str, query: str, docs: Sequence[Document], language: str) -> Callable[[Any], Any]:
     """The parser of a compress route's answer: the results carry ``docs``, their sentence spans
-    re-split by the call's ``language``."""
+    re-split as the service split them (:func:`~ragattn.call_language.split_language`: the
+    call's ``language``, or for ``"auto"`` the rules of the language the call is in)."""
+    language = split_language(query, docs, language)
     if path == "/v1/rerank_compress":
         return lambda body: rerank_compress_result(body, docs, language=language)
     return lambda body: compression_result(body, docs, range(len(docs)), language=language)

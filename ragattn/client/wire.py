@@ -313,7 +313,9 @@ def _rerank_result(
     obj = _object(item, where)
     index = _get(obj, where, "index", lambda v, at: _index(v, at, len(docs)))
     relevance = _get(obj, where, "relevance_score", _number)
-    raw = relevance if raw_is_relevance else _get(obj, where, "raw_score", _number)
+    raw = _get_optional(obj, where, "raw_score", _number) if raw_is_relevance else None
+    if raw is None:
+        raw = relevance if raw_is_relevance else _get(obj, where, "raw_score", _number)
     source = docs[index].text
     spans = _get_optional(obj, where, "kept_spans", lambda v, at: _kept_spans(v, at, index, source))
     pruned = _get_optional(obj, where, "pruned_text", _string)
@@ -343,7 +345,9 @@ def rerank_results(
 ) -> RerankResults:
     """The results of a rerank answer ``body`` to a request of ``docs``.
 
-    ``raw_is_relevance``: the route sends no ``raw_score`` because it equals the relevance.
+    ``raw_is_relevance``: ``raw_score`` may be absent, and is then the relevance (an older
+    service sent none on ``/v1/rerank_compress``, where it equals the relevance for the
+    ``:max-sentence`` ranking but not for ``:document-probe``'s log-odds).
 
     Raises:
         InvalidResponseError: a field is missing, of the wrong type or not finite, an index is
@@ -458,8 +462,8 @@ def rerank_compress_result(
 ) -> tuple[RerankResults, CompressionResult]:
     """The ranking and the compression of a ``/v1/rerank_compress`` answer (``language``: the
     call's, by which the sentence spans are re-split)."""
-    # One scoring pass: a document's raw and relevance score are both its best sentence's keep
-    # score, so the route sends only relevance_score; compressed documents come in rank order.
+    # The route sends raw_score (the document probe's log-odds, or for :max-sentence the
+    # relevance itself); compressed documents come in rank order.
     ranked = rerank_results(body, docs, raw_is_relevance=True)
     compression = _field(body, "compression", "")
     indices = [r.index for r in ranked]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 
 from ragattn.assets import default_models_dir, proxy_slug
 from ragattn.blocks import BlockReader, BlockStore
-from ragattn.call_language import ENGLISH, call_language
+from ragattn.call_language import ENGLISH, call_language, sentence_rules
 from ragattn.compress.assembly import Counting
 from ragattn.compress.cascade import (
     DEFAULT_CASCADE,
@@ -120,6 +121,8 @@ class Compressor(
         dtype, threads: passed to :func:`load_proxy` when ``proxy`` is a name (``dtype="auto"``:
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).
+        proxy_cache_dir: where a named GGUF proxy's dequantized weights are cached (this one's
+            and the multilingual proxy's; default ``~/.cache/ragattn``).
         multilingual: the proxy that reads calls not in English (:mod:`ragattn.call_language`:
             the documents' language, else the query's): ``"auto"`` (default) is
             :data:`~ragattn.proxy.MULTILINGUAL_PROXY` (Gemma-3-270M) where ``proxy`` is the
@@ -151,6 +154,7 @@ class Compressor(
         device: str = "auto",
         dtype: str = "auto",
         threads: int | None = None,
+        proxy_cache_dir: str | Path | None = None,
         read_once: bool | BlockStore = False,
         selection: Selection = "documents",
         cascade: Cascade | None = DEFAULT_CASCADE,
@@ -160,7 +164,15 @@ class Compressor(
     ) -> None:
         self.selection: Selection = check_selection(selection)
         self.first_stage_prior = check_first_stage_prior(first_stage_prior)
-        self._bind(method, METHODS, proxy, device=device, dtype=dtype, threads=threads)
+        self._bind(
+            method,
+            METHODS,
+            proxy,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            cache_dir=proxy_cache_dir,
+        )
         self._cascade_probe: ProbeScorer | None = None
         self.max_chunk_tokens = max_chunk_tokens
         self.first_pass: FirstPass = first_pass
@@ -193,6 +205,7 @@ class Compressor(
             device=device,
             dtype=dtype,
             threads=threads,
+            proxy_cache_dir=proxy_cache_dir,
             selection=selection,
             cascade=cascade,
             first_stage_prior=first_stage_prior,
@@ -200,6 +213,32 @@ class Compressor(
             first_pass=MULTILINGUAL_FIRST_PASS,
         )
         self._second: Compressor | None = None
+
+    @property
+    def multilingual_compressor(self) -> Compressor | None:
+        """The compressor that reads calls not in English, once a call has built it (None
+        before, and where this one reads every language)."""
+        return self._second
+
+    def route(
+        self, query: str, documents: Sequence[Document], args: VerbArgs
+    ) -> tuple[Compressor, VerbArgs]:
+        """The compressor that reads a checked call and the arguments it reads it with.
+
+        With ``language="auto"`` (the default) the call's language is read once
+        (:func:`~ragattn.call_language.call_language`): it chooses the proxy
+        (:meth:`engine_for`) and, for a Latin-script language the splitter has rules for
+        (:data:`~ragattn.call_language.SPLIT_BY_IDENTIFIER`: German, French, Spanish, ...), the
+        sentence rules, which the script alone cannot name ("am 12. Mai" ends no sentence in
+        German). An English call keeps its arguments; a named ``language`` is used as given.
+        """
+        if args.language != AUTO:
+            return self.engine_for(query, documents, args.language), args
+        language = call_language(query, documents)
+        rules = sentence_rules(language)
+        if rules != AUTO:
+            args = replace(args, language=rules)
+        return self.engine_for(query, documents, language), args
 
     def engine_for(self, query: str, documents: Sequence[Document], language: str) -> Compressor:
         """The compressor that reads a call: this one for English (or where no multilingual
@@ -265,7 +304,7 @@ class Compressor(
         """:meth:`compress` of a checked call (:class:`~ragattn.contract.CompressVerbs`): the
         read of :mod:`ragattn.compress.read`, whose stages' seconds the result carries
         (``stage_seconds``)."""
-        engine = self.engine_for(query, documents, args.language)
+        engine, args = self.route(query, documents, args)
         if engine is not self:
             return engine.compress_checked(query, documents, args)
         return self._context_read().compress(query, documents, args)
@@ -291,7 +330,7 @@ class Compressor(
         ``stage_seconds`` include the ``ranking`` stage. How well each ranks is measured in
         BENCHMARKS.md §2.
         """
-        engine = self.engine_for(query, documents, args.language)
+        engine, args = self.route(query, documents, args)
         if engine is not self:
             return engine.rerank_and_compress_checked(query, documents, args)
         return self._context_read().rerank_and_compress(query, documents, args)

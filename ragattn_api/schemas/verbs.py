@@ -515,7 +515,7 @@ class RerankCompressResponse(Struct):
             model=model,
             input_tokens=input_tokens,
             return_documents=return_documents,
-            raw_scores=False,
+            raw_scores=True,
             warnings=warnings,
         )
         return cls(

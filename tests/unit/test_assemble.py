@@ -69,6 +69,8 @@ class Built:
     pipeline: Any
     load: dict[str, Any]
     embed_dtype: str = field(default_factory=lambda: _embed_dtype())
+    loads: list[dict[str, Any]] = field(default_factory=list)
+    """Every proxy load of the test so far, later ones included (the multilingual proxy's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +97,17 @@ def _question_refused(b: Built) -> bool:
     except InputTooLargeError:
         return True
     return False
+
+
+def _cache_dirs(b: Built) -> tuple[Any, Any]:
+    """The cache folder of the English proxy's load and of the multilingual proxy's, which the
+    compressor loads on its first German call."""
+    from ragattn.types import Document
+
+    german = "Der Eiffelturm in Paris wurde im Jahr 1889 für die Weltausstellung fertiggestellt."
+    _compressor(b).engine_for("Wann wurde der Eiffelturm fertig?", [Document(text=german)], "auto")
+    assert b.loads[-1]["name_or_path"] == "gemma3-270m"
+    return b.load["cache_dir"], b.loads[-1]["cache_dir"]
 
 
 def _passage_truncated(b: Built) -> bool:
@@ -129,7 +142,7 @@ SLOW_ENDPOINT = (("generator_base_url", "{slow_endpoint}"), ("generator_model", 
 
 CASES: dict[str, Case] = {
     "proxy": Case("my-proxy", lambda b: b.load["name_or_path"], "my-proxy"),
-    "proxy_cache_dir": Case("{root}/gguf", lambda b: b.load["cache_dir"], "{root}/gguf"),
+    "proxy_cache_dir": Case("{root}/gguf", _cache_dirs, ("{root}/gguf", "{root}/gguf")),
     "device": Case("cuda:3", lambda b: b.load["device"], "cuda:3"),
     "dtype": Case("bfloat16", lambda b: b.load["dtype"], "bfloat16"),
     "embed_dtype": Case("bfloat16", lambda b: b.embed_dtype, "bfloat16"),
@@ -285,7 +298,7 @@ class Edges:
                     raise app.state.load_error
                 assert time.monotonic() < deadline, "the service did not load"
                 await asyncio.sleep(0.02)
-            return Built(app.state.service.pipeline, self.loads[-1])
+            return Built(app.state.service.pipeline, self.loads[-1], loads=self.loads)
 
     def command_line(self) -> Built:
         from ragattn.cli import app
@@ -305,7 +318,7 @@ class Edges:
             patch.setattr(ask_command, "build_ask_pipeline", keep)
             result = CliRunner().invoke(app, ["ask", QUESTION])
         assert "built; not answering" in result.output, result.output
-        return Built(built[0], self.loads[-1])
+        return Built(built[0], self.loads[-1], loads=self.loads)
 
     async def both(self, variables: dict[str, str]) -> dict[str, Built]:
         import ragattn.proxy

@@ -15,6 +15,8 @@ import pytest
 from ragattn.call_language import ENGLISH, call_language, detect_language
 from ragattn.compress import Compressor
 from ragattn.compress.compressor import MULTILINGUAL_FIRST_PASS
+from ragattn.compress.read import sentence_units
+from ragattn.contract import VerbArgs
 from ragattn.proxy import DEFAULT_PROXY, MULTILINGUAL_PROXY
 from ragattn.types import Document
 
@@ -149,3 +151,41 @@ def test_a_call_in_another_language_is_read_by_one_multilingual_compressor() -> 
     assert second.first_pass == MULTILINGUAL_FIRST_PASS
     assert english.engine_for("How long is the Rhine?", GERMAN_DOCS, "auto") is second
     assert english.engine_for("Which river?", ENGLISH_DOCS, "fr") is second  # a named language
+    assert english.multilingual_compressor is second
+
+
+DATED = (
+    "Die Konferenz begann am 12. Mai in Berlin. Dr. Müller sprach dort z. B. über Energie. "
+    "Danach gab es ein Essen im Rathaus."
+)
+"""German with an ordinal date and abbreviations: English rules cut it at "12.", "z." and "B."."""
+
+
+def _sentences(compressor: Compressor, query: str, docs: list[Document]) -> list[str]:
+    _, args = compressor.route(query, docs, VerbArgs.check("compress"))
+    return [docs[u.doc].text[u.start : u.end] for u in sentence_units(docs, args.language)]
+
+
+def test_a_latin_language_call_is_split_by_its_own_rules() -> None:
+    docs = [Document(text=DATED)]
+    expected = [
+        "Die Konferenz begann am 12. Mai in Berlin.",
+        "Dr. Müller sprach dort z. B. über Energie.",
+        "Danach gab es ein Essen im Rathaus.",
+    ]
+    assert _sentences(Compressor(method="lexical"), "Wann begann die Konferenz?", docs) == expected
+    # One proxy for every language still splits by the language identified.
+    alone = Compressor(method="lexical", multilingual=None)
+    assert _sentences(alone, "Wann begann die Konferenz?", docs) == expected
+    # By the script alone (English rules) the date and the abbreviation are cut.
+    assert len(sentence_units(docs)) > 3
+
+
+def test_route_keeps_english_script_and_named_languages_as_they_are() -> None:
+    english = Compressor(method="lexical", multilingual=None)
+    given = VerbArgs.check("compress")
+    assert english.route("Which river?", ENGLISH_DOCS, given)[1] is given
+    zh = [Document(text=BY_SCRIPT["zh"])]
+    assert english.route(CHINESE_QUERY, zh, given)[1].language == "auto"  # the script's rules
+    named = VerbArgs.check("compress", {"language": "en"})
+    assert english.route("Wann?", [Document(text=DATED)], named)[1] is named

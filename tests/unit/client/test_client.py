@@ -234,10 +234,14 @@ def test_compress_sends_a_language_and_resplits_by_it() -> None:
     assert server.json()["language"] == "de"
     assert out.documents[0].sentence_spans == ((0, 36), (37, 59))
     assert out.warnings == ()
-    # auto is not sent (the service's default); English rules split three sentences here
+    # auto is not sent (the service's default): the client identifies German, as the service
+    # does, and re-splits by its rules; English rules, named, split three sentences here
     auto = client(server).compress(QUERY, GERMAN, ratio=0.5)
     assert "language" not in server.json(1)
-    assert auto.documents[0].sentence_spans == ()
+    assert auto.documents[0].sentence_spans == ((0, 36), (37, 59))
+    english = client(server).compress(QUERY, GERMAN, ratio=0.5, language="en")
+    assert english.documents[0].sentence_spans == ()
+    assert "split sentences differently" in english.warnings[0]
     docs = [Document(text=GERMAN)]
     pair = {
         "id": "z",
@@ -424,7 +428,7 @@ def test_rerank_and_compress_maps_both_parts_in_rank_order() -> None:
         "ratio": 0.5,
         "top_n": 1,
     }
-    # One pass: the raw score is the relevance score (the best sentence's keep score).
+    # An older service sends no raw_score: the relevance stands in for it.
     assert [(r.index, r.relevance_score, r.raw_score) for r in ranked] == [(1, 0.8, 0.8)]
     assert ranked[0].document is docs[1] and out.documents[0].document is docs[1]
     assert out.documents[0].sentence_spans == ((0, 31), (32, 53))
@@ -432,3 +436,21 @@ def test_rerank_and_compress_maps_both_parts_in_rank_order() -> None:
     want = "compression.documents: the document indices [0] are not the expected [1]"
     with pytest.raises(InvalidResponseError, match=re.escape(want)):
         client(Server(httpx.Response(200, json=body))).rerank_and_compress(QUERY, docs, ratio=0.5)
+
+
+def test_rerank_and_compress_reads_the_raw_score_the_service_sends() -> None:
+    """The document probe's log-odds (``:document-probe``) are not its relevance: the SDK gives
+    the ``raw_score`` the route sends, as the library does."""
+    docs = [Document(text="Bananas are yellow.", id="a"), Document(text=TEXT, id="p")]
+    compression = {**COMPRESS_BODY, "documents": [{**COMPRESS_BODY["documents"][0], "index": 1}]}
+    body = {
+        "id": "z",
+        "model": "smollm2-135m",
+        "results": [{"index": 1, "relevance_score": 0.968, "raw_score": 3.41}],
+        "compression": {k: v for k, v in compression.items() if k not in ("id", "model")},
+        "meta": RERANK_BODY["meta"],
+    }
+    ranked, _ = client(Server(httpx.Response(200, json=body))).rerank_and_compress(
+        QUERY, docs, top_n=1, ratio=0.5
+    )
+    assert [(r.relevance_score, r.raw_score) for r in ranked] == [(0.968, 3.41)]
