@@ -18,7 +18,7 @@ with ``--device cpu``):
 Usage::
 
     python pipelines/gpu_check.py                  # auto: CUDA, then MPS, then CPU
-    python pipelines/gpu_check.py --device cpu     # the same checks on the CPU (part of the tests)
+    python pipelines/gpu_check.py --device cpu --shape smollm2-135m-shape  # the tests' run
     python pipelines/gpu_check.py --device cuda --json gpu_check.json
 
 Exit status 0 when every check passes, 1 otherwise. The timing table's head names the device, the
@@ -414,6 +414,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-runs", type=int, default=1, help="timed runs on the CPU side")
     parser.add_argument("--no-timing", action="store_true", help="correctness checks only")
     parser.add_argument("--json", type=Path, help="write checks and timings as JSON here")
+    parser.add_argument(
+        "--shape",
+        action="append",
+        dest="shapes",
+        help="time only this shape (repeatable; default every shape: "
+        "smollm2-135m-shape, qwen2.5-0.5b-shape)",
+    )
     args = parser.parse_args(argv)
 
     device = resolve_device(args.device)
@@ -433,7 +440,12 @@ def main(argv: list[str] | None = None) -> int:
             sides = [("cpu", "float32", args.cpu_runs)]
             if device.type != "cpu":
                 sides.append((str(device), dtype_name(resolve_dtype("auto", device)), args.runs))
-            for shape, config in shape_configs(vocab).items():
+            shapes = shape_configs(vocab)
+            if unknown := set(args.shapes or ()) - set(shapes):
+                parser.error(f"unknown shape {sorted(unknown)}; valid: {', '.join(shapes)}")
+            for shape, config in shapes.items():
+                if args.shapes and shape not in args.shapes:
+                    continue
                 folder = _save_random(config, tokenizer, Path(tmp) / shape, dtype=torch.bfloat16)
                 for side, dtype, runs in sides:
                     timings += time_shape(shape, folder, side, dtype, runs, tokenizer)

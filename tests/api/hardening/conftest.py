@@ -111,7 +111,10 @@ def read_response(sock: socket.socket, timeout: float = 30.0) -> RawResponse:
             break
         body += piece
     try:
-        sock.settimeout(5.0)
+        # A server that announced the close closes at once; a kept-alive connection stays open,
+        # so waiting long for it would only cost time (half a second covers a close not
+        # announced, which the server makes right after the response).
+        sock.settimeout(5.0 if headers.get("connection", "").lower() == "close" else 0.5)
         closed = sock.recv(1) == b""
     except TimeoutError:
         closed = False

@@ -359,7 +359,7 @@ def test_gpu_check_script_passes_on_the_cpu(tmp_path: Path) -> None:
     out = tmp_path / "check.json"
     proc = subprocess.run(
         [sys.executable, str(REPO / "pipelines" / "gpu_check.py"), "--device", "cpu"]
-        + ["--json", str(out)],
+        + ["--json", str(out), "--shape", "smollm2-135m-shape"],  # the 0.5B shape: GPU runs
         capture_output=True,
         text=True,
         timeout=900,
@@ -373,14 +373,13 @@ def test_gpu_check_script_passes_on_the_cpu(tmp_path: Path) -> None:
                 prefix = f"| {model} | cpu | {dtype} | {check} |"
                 row = next(line for line in lines if line.startswith(prefix))
                 assert row.endswith("| yes |"), row
-    for shape in ("smollm2-135m-shape", "qwen2.5-0.5b-shape"):
-        for workload in ("rerank 20 x 128 tokens (icr)", "compress 2,000 tokens"):
-            assert any(
-                line.startswith(f"| {shape} | {workload} | cpu | float32 |") for line in lines
-            )
+    for workload in ("rerank 20 x 128 tokens (icr)", "compress 2,000 tokens"):
+        prefix = f"| smollm2-135m-shape | {workload} | cpu | float32 |"
+        assert any(line.startswith(prefix) for line in lines)
+    assert not any(line.startswith("| qwen2.5-0.5b-shape |") for line in lines)
     assert "checks within their bounds: 18 of 18" in lines
     payload = json.loads(out.read_text())
     assert payload["device"] == "cpu"
     assert payload["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     assert len(payload["checks"]) == 18 and all(c["ok"] for c in payload["checks"])
-    assert all(t["median_s"] > 0 for t in payload["timings"]) and len(payload["timings"]) == 4
+    assert all(t["median_s"] > 0 for t in payload["timings"]) and len(payload["timings"]) == 2
