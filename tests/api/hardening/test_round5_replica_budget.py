@@ -85,4 +85,6 @@ def test_two_replicas_on_one_redis_report_and_enforce_one_budget(
     assert advice[0] == advice[1]
     advised = re.search(r"send max_tokens_per_doc=(\d+)", advice[0])
     assert advised is not None, advice[0]
-    assert int(advised.group(1)) < min(4096, budget)
+    # Within the per-document limit (4,096) and leaving room in the budget: on a machine whose
+    # measured budget is above the per-document limit plus that room, the limit itself.
+    assert int(advised.group(1)) <= 4096 and int(advised.group(1)) < budget
