@@ -300,7 +300,7 @@ def score_documents(
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DocumentRelevance:
     """A read's document relevance, computed once: the attention correction of the documents
-    attention read and MiniLM's cosines of every document of the call, which the weighting,
+    attention read and MiniLM's cosines of every document of the call, which the selection,
     the ranking and the attention-probe reranker combine as ``minilm_weight * z(cosine) +
     correction`` (log-odds units).
 
@@ -319,7 +319,7 @@ class DocumentRelevance:
 
     def of_read(self, *, minilm: bool) -> np.ndarray:
         """The read documents' scores, the base z-scored over them (``minilm=False``: the
-        correction alone, a weighting fitted on it)."""
+        correction alone, a selection fitted on it)."""
         if not minilm:
             return self.correction
         return self.probe.base(self._cosines()[list(self.read)]) + self.correction

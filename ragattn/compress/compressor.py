@@ -3,7 +3,7 @@
 The methods and their needs are listed in :mod:`ragattn.compress.registry` (:data:`METHODS`).
 Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
 A call is one read of its context, stage by stage, in :mod:`ragattn.compress.read` (the
-sentences, the cascade's cut, one forward, the document scores, the document-aware weighting, the
+sentences, the cascade's cut, one forward, the document scores, the document-aware selection, the
 ranking, the assembly); the compressor builds that read with its loaded parts.
 """
 
@@ -41,7 +41,7 @@ from ragattn.compress.registry import (
 from ragattn.compress.scorers import ProbeScorer
 from ragattn.compress.selection import (
     DEFAULT_FIRST_STAGE_PRIOR,
-    DocumentWeighting,
+    DocumentSelection,
     Selection,
     check_first_stage_prior,
     check_selection,
@@ -337,7 +337,7 @@ class Compressor(
 
     def _context_read(self) -> ContextRead:
         """The read (:class:`~ragattn.compress.read.ContextRead`) with this compressor's parts;
-        the cascade's probe, the document probe and the weighting load on first use."""
+        the cascade's probe, the document probe and the selection load on first use."""
         return ContextRead(
             ReadParts(
                 method=self.method,
@@ -346,7 +346,7 @@ class Compressor(
                 lexical=self._cascade_scorer,
                 tokenizer=lambda: self._proxy.tokenizer()[0],
                 document_probe=self._document_probe,
-                weighting=self.document_weighting,
+                selection=self.document_selection,
                 counting=self._counting,
                 max_chunk_tokens=self.max_chunk_tokens,
                 first_stage_prior=self.first_stage_prior,
@@ -377,9 +377,9 @@ class Compressor(
         self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
     ) -> tuple[np.ndarray, int, tuple[str, ...]]:
         """The keep scores :meth:`compress` selects ``units`` by under ``budget``: in [0, 1],
-        document-aware when a weighting applies, 0 for a sentence the cascade dropped; with the
+        document-aware when a selection applies, 0 for a sentence the cascade dropped; with the
         number of proxy chunks read and the notes the result's warnings carry (what the cascade
-        cut). The read's stages from ``candidates`` to ``weighting``
+        cut). The read's stages from ``candidates`` to ``selection``
         (:meth:`~ragattn.compress.read.ContextRead.keep_scores`)."""
         read = self._context_read().keep_scores(query, docs, units, budget)
         return read.scores, read.chunks, read.notes
@@ -413,21 +413,21 @@ class Compressor(
         )
         return probe if fits else None
 
-    def document_weighting(self) -> DocumentWeighting | None:
+    def document_selection(self) -> DocumentSelection | None:
         """The document-aware selection this compressor applies to calls with several
         documents, or None (``selection="sentences"``, a method whose features do not feed the
         document probe, or no ``selection.json`` fitted for this method and proxy)."""
-        return self._weighting
+        return self._document_selection
 
     @cached_property
-    def _weighting(self) -> DocumentWeighting | None:
+    def _document_selection(self) -> DocumentSelection | None:
         if self.selection != "documents" or self._document_probe() is None:
             return None
         path = selection_path(self.models_dir, proxy_slug(self._proxy.name))
         if not path.is_file():
             return None
-        weighting = DocumentWeighting.load(path)
-        return weighting if weighting.method == self.method else None
+        selection = DocumentSelection.load(path)
+        return selection if selection.method == self.method else None
 
     def _document_scores(
         self,

@@ -217,12 +217,12 @@ def test_an_attention_only_selection_runs_no_minilm_and_keeps_the_ranking(
     import ragattn.lexical as lexical
     from ragattn import Compressor
     from ragattn.assets import default_models_dir
-    from ragattn.compress.selection import DocumentWeighting
+    from ragattn.compress.selection import DocumentSelection
 
     models = tmp_path / "models"
     shutil.copytree(default_models_dir() / "smollm2-135m", models / "smollm2-135m")
-    packaged = DocumentWeighting.load(models / "smollm2-135m" / "selection.json")
-    DocumentWeighting(
+    packaged = DocumentSelection.load(models / "smollm2-135m" / "selection.json")
+    DocumentSelection(
         weights=packaged.weights,
         bias=packaged.bias,
         config={**packaged.config, "document_score": "attention"},
@@ -231,8 +231,8 @@ def test_an_attention_only_selection_runs_no_minilm_and_keeps_the_ranking(
     query = "What is the capital of France?"
     default = Compressor(proxy, cascade=None)
     attention = Compressor(proxy, models_dir=models, cascade=None)
-    weighting = attention.document_weighting()
-    assert weighting is not None and not weighting.reads_minilm
+    selection = attention.document_selection()
+    assert selection is not None and not selection.reads_minilm
     expected, _ = default.rerank_and_compress(query, DOCS, ratio=0.5)
 
     def no_minilm(*_: Any) -> np.ndarray:

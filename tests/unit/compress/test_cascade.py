@@ -97,7 +97,7 @@ def test_a_cut_read_weighs_its_documents_by_their_whole_text(
 
     cascade = Cascade(min_tokens=16, keep=0.5, scorer="bm25", min_room=1.0)
     compressor = Compressor(proxy, cascade=cascade)
-    assert compressor.document_weighting() is not None
+    assert compressor.document_selection() is not None
     seen: list[list[str]] = []
     real = lexical.dense_scores
 
@@ -194,7 +194,7 @@ def test_a_pooled_cut_runs_no_minilm_forward_over_a_sentence_alone(
         result = compressor.compress(query, docs, ratio=0.1)
         assert result.compressed_tokens <= 0.1 * result.origin_tokens
         assert "1889" in result.compressed_text
-        assert whole <= set(seen)  # the document pass (the precut's ranking, the weighting)
+        assert whole <= set(seen)  # the document pass (the precut's ranking, the selection)
         alone[dense] = [t for t in seen if t not in whole and t != query]
         monkeypatch.undo()
     assert alone["pooled"] == []

@@ -76,7 +76,7 @@ def test_the_stages_are_one_ordered_vocabulary() -> None:
         "cut",
         "forward",
         "documents",
-        "weighting",
+        "selection",
         "ranking",
         "assembly",
     )
@@ -159,7 +159,7 @@ def test_the_timer_changes_nothing(
 
 
 def test_context_scores_are_the_reads_keep_scores(cutting: Compressor) -> None:
-    """The untimed stages ``cut`` to ``weighting`` (the lab's entry) score as the timed read."""
+    """The untimed stages ``cut`` to ``selection`` (the lab's entry) score as the timed read."""
     out = cutting.compress(QUERY, DOCS, ratio=0.4)
     docs, units = cutting._prepare(QUERY, DOCS)
     scores, _, notes = cutting.context_scores(QUERY, docs, units, Budget(kind="ratio", value=0.4))
