@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from ragattn.devices import probe_accepts_dtype
+from ragattn.embed import dense_scores, document_cosines, text_offset, titled_text
 from ragattn.errors import ConfigError, ModelLoadError
-from ragattn.lexical import dense_scores, document_cosines, text_offset, titled_text
 from ragattn.sentence_attention import Unit, unit_widths
 from ragattn.types import Document
 
@@ -218,7 +218,7 @@ def document_and_unit_cosines(
     (in [-1, 1]): the mean of MiniLM's token states over the unit's characters in its document
     (:meth:`ragattn.embed.Embedder.encode_spans`), so the sentences cost no forward of their own.
     A unit past MiniLM's window (256 wordpieces of title and text) is encoded alone, as
-    :func:`ragattn.lexical.dense_scores` does. The document cosines are bit for bit
+    :func:`ragattn.embed.dense_scores` does. The document cosines are bit for bit
     :func:`document_cosines`'."""
     from ragattn.embed import shared_embedder
 

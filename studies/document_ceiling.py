@@ -29,10 +29,11 @@ import torch
 from tqdm import tqdm
 
 from ragattn.compress import Compressor
+from ragattn.embed import dense_scores
 from ragattn.lab.evaluation.datasets import Passage, QAExample, load_2wiki, load_hotpot
 from ragattn.lab.evaluation.harness import evaluate_selection
 from ragattn.lab.evaluation.systems import _documents, _unflatten
-from ragattn.lexical import bm25_scores, dense_scores
+from ragattn.lexical import bm25_scores
 
 DATA = Path("../shared/data")
 SETS = {

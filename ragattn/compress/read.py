@@ -65,9 +65,10 @@ from ragattn.document_probe import (
     attention_correction,
     document_and_unit_cosines,
 )
+from ragattn.embed import document_cosines, titled_text
 from ragattn.first_stage import check_first_stage_order, rank_prior
 from ragattn.languages import AUTO
-from ragattn.lexical import bm25_scores, document_cosines, sigmoid, titled_text
+from ragattn.lexical import bm25_scores, sigmoid
 from ragattn.markdown_units import document_units
 from ragattn.sentence_attention import units_of
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragattn.assemble import CompressorFactory, compressor_factory
+from ragattn.composition import CompressorFactory, compressor_factory
 from ragattn.settings import Settings
 
 

@@ -90,7 +90,7 @@ def test_attention_only_scores_are_the_correction_and_never_run_minilm(
     """``minilm=False`` returns the attention correction alone, without embedding a passage;
     the full score is the correction plus the weighted z-score of MiniLM's cosines."""
     import ragattn.document_probe as document_probe
-    import ragattn.lexical as lexical
+    import ragattn.embed as embed
 
     docs = [Document(text="Paris is the capital. It is big."), Document(text="Rome is old.")]
     units = [
@@ -106,12 +106,12 @@ def test_attention_only_scores_are_the_correction_and_never_run_minilm(
         raise AssertionError("MiniLM ran")
 
     monkeypatch.setattr(document_probe, "unit_widths", lambda *_: widths)
-    monkeypatch.setattr(lexical, "dense_scores", no_minilm)
+    monkeypatch.setattr(embed, "dense_scores", no_minilm)
     only = score_documents(
         probe, proxy.tokenizer, "q", docs, units, names, matrix, CONFIG, minilm=False
     )
     np.testing.assert_allclose(only, probe.correction(pooled_names, pooled, CONFIG))
-    monkeypatch.setattr(lexical, "dense_scores", lambda *_: np.array([0.9, 0.1]))
+    monkeypatch.setattr(embed, "dense_scores", lambda *_: np.array([0.9, 0.1]))
     full = score_documents(probe, proxy.tokenizer, "q", docs, units, names, matrix, CONFIG)
     np.testing.assert_allclose(full, only + 1.5 * np.array([1.0, -1.0]))
 
@@ -214,7 +214,7 @@ def test_an_attention_only_selection_runs_no_minilm_and_keeps_the_ranking(
     pass over the passages; ``rerank_and_compress`` still ranks with the full document probe."""
     import shutil
 
-    import ragattn.lexical as lexical
+    import ragattn.embed as embed
     from ragattn import Compressor
     from ragattn.assets import default_models_dir
     from ragattn.compress.selection import DocumentSelection
@@ -239,7 +239,7 @@ def test_an_attention_only_selection_runs_no_minilm_and_keeps_the_ranking(
         raise AssertionError("MiniLM ran")
 
     with monkeypatch.context() as patch:
-        patch.setattr(lexical, "dense_scores", no_minilm)
+        patch.setattr(embed, "dense_scores", no_minilm)
         out = attention.compress(query, DOCS, ratio=0.5)
     assert out.documents and out.compressed_tokens < out.origin_tokens
     ranked, _ = attention.rerank_and_compress(query, DOCS, ratio=0.5)

@@ -16,7 +16,7 @@ import pytest
 from ragattn.compress import Cascade, Compressor
 from ragattn.compress.read import STAGES, ContextRead, StageClock
 from ragattn.contract import VerbArgs
-from ragattn.lexical import titled_text
+from ragattn.embed import titled_text
 from ragattn.types import Budget, Document
 
 QUERY = "Who designed the Eiffel Tower and when was it completed?"
