@@ -44,8 +44,9 @@ from tqdm import tqdm
 from ragattn.assets import default_models_dir
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import Cascade, keep_by_tokens, keep_linked, unit_cosines
+from ragattn.compress.model_files import probe_path
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import PROBE_METHODS, probe_path
+from ragattn.compress.registry import PROBE_METHODS
 from ragattn.compress.scorers import ProbeScorer
 from ragattn.embed import document_cosines
 from ragattn.lab.evaluation.metrics import supporting_fact_recall

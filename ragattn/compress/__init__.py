@@ -11,7 +11,8 @@ from __future__ import annotations
 from ragattn.compress.assembly import DOC_JOINER
 from ragattn.compress.cascade import DEFAULT_CASCADE, Cascade
 from ragattn.compress.compressor import Compressor
-from ragattn.compress.registry import DEFAULT_METHOD, METHODS, PROBE_METHODS, probe_path
+from ragattn.compress.model_files import probe_path
+from ragattn.compress.registry import DEFAULT_METHOD, METHODS, PROBE_METHODS
 
 __all__ = [
     "DEFAULT_CASCADE",

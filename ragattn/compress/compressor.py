@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ragattn.assets import default_models_dir, proxy_slug
+from ragattn.assets import default_models_dir
 from ragattn.blocks import BlockReader, BlockStore
 from ragattn.call_language import ENGLISH, call_language, sentence_rules
 from ragattn.compress.assembly import Counting
@@ -27,6 +27,7 @@ from ragattn.compress.cascade import (
     Cascade,
 )
 from ragattn.compress.features import SentenceFeatures, Unit
+from ragattn.compress.model_files import ModelFiles
 from ragattn.compress.probe import Probe
 from ragattn.compress.read import ContextRead, FirstPass, ReadParts, sentence_units
 from ragattn.compress.registry import (
@@ -36,7 +37,6 @@ from ragattn.compress.registry import (
     CompressSpec,
     ScorerInputs,
     UnitScorerFactory,
-    probe_path,
 )
 from ragattn.compress.scorers import ProbeScorer
 from ragattn.compress.selection import (
@@ -45,10 +45,9 @@ from ragattn.compress.selection import (
     Selection,
     check_first_stage_prior,
     check_selection,
-    selection_path,
 )
 from ragattn.contract import CompressVerbs, VerbArgs, input_documents
-from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
+from ragattn.document_probe import DocumentProbe, score_documents
 from ragattn.errors import ModelLoadError
 from ragattn.facade import ProxyFacade
 from ragattn.languages import AUTO, check_language
@@ -177,6 +176,7 @@ class Compressor(
         self.max_chunk_tokens = max_chunk_tokens
         self.first_pass: FirstPass = first_pass
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
+        self.files = ModelFiles(self.models_dir, self._proxy.name)
         self.cascade = self._usable_cascade(cascade)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
         self._start()
@@ -271,22 +271,15 @@ class Compressor(
         construction, rather than on the first long context."""
         if cascade is None or not self.spec.reads_attention:
             return None
-        if cascade.scorer == "lexical":
-            path = probe_path(self.models_dir, self._proxy.name, "lexical")
-            if not path.is_file():
-                if cascade is DEFAULT_CASCADE:
-                    return None
-                raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
+        if cascade.scorer == "lexical" and not self.files.has_probe("lexical"):
+            if cascade is DEFAULT_CASCADE:
+                return None
+            path = self.files.probe_path("lexical")
+            raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
         return cascade
 
     def _load_probe(self) -> Probe:
-        path = probe_path(self.models_dir, self._proxy.name, self.method)
-        if not path.is_file():
-            raise ModelLoadError(
-                f"no trained probe for method {self.method!r} and proxy {self._proxy.name!r} "
-                f"at {path}; train it with: ragattn probe train"
-            )
-        return Probe.load(path)
+        return self.files.probe(self.method)
 
     def _counting(self, tokenizer: Any) -> Counting:
         """The tokenizer that counts a result's tokens: ``tokenizer`` when given, else the
@@ -387,10 +380,9 @@ class Compressor(
     def _cascade_scorer(self) -> ProbeScorer:
         """The ``lexical`` probe as the cascade's first pass (loaded on first use)."""
         if self._cascade_probe is None:
-            path = probe_path(self.models_dir, self._proxy.name, "lexical")
             self._cascade_probe = ProbeScorer(
                 None,
-                Probe.load(path),
+                self.files.probe("lexical"),
                 PROBE_METHODS["lexical"],
                 max_chunk_tokens=self.max_chunk_tokens,
             )
@@ -404,8 +396,7 @@ class Compressor(
     def _fitting_document_probe(self) -> DocumentProbe | None:
         if not (isinstance(self.scorer, ProbeScorer) and self.scorer.features.attention):
             return None
-        path = document_probe_path(self.models_dir, proxy_slug(self._proxy.name))
-        probe = DocumentProbe.load(path) if path.is_file() else None
+        probe = self.files.document_probe()
         features = self.scorer.features
         fits = probe is not None and (
             features.rows in (probe.rows, "both")
@@ -423,11 +414,8 @@ class Compressor(
     def _document_selection(self) -> DocumentSelection | None:
         if self.selection != "documents" or self._document_probe() is None:
             return None
-        path = selection_path(self.models_dir, proxy_slug(self._proxy.name))
-        if not path.is_file():
-            return None
-        selection = DocumentSelection.load(path)
-        return selection if selection.method == self.method else None
+        selection = self.files.selection()
+        return selection if selection is not None and selection.method == self.method else None
 
     def _document_scores(
         self,

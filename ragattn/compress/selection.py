@@ -37,7 +37,7 @@ import numpy as np
 
 from ragattn.compress.links import LINK_COLUMNS, link_inputs
 from ragattn.document_probe import zscore_columns
-from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.errors import ConfigError
 from ragattn.lexical import sigmoid
 from ragattn.sentence_attention import Unit
 from ragattn.types import Document
@@ -259,26 +259,6 @@ class DocumentSelection:
         )
 
 
-def selection_path(models_dir: Path, proxy_slug: str) -> Path:
-    """Where the document-aware selection of a proxy lives."""
-    return models_dir / proxy_slug / SELECTION_FILE
-
-
-def load_selection(models_dir: Path, proxy_slug: str) -> DocumentSelection:
-    """The proxy's document-aware selection.
-
-    Raises:
-        ModelLoadError: there is none.
-    """
-    path = selection_path(models_dir, proxy_slug)
-    if not path.is_file():
-        raise ModelLoadError(
-            f"no document-aware selection for proxy {proxy_slug!r} at {path}; fit it with: "
-            "ragattn probe train --kind selection"
-        )
-    return DocumentSelection.load(path)
-
-
 __all__ = [
     "COLUMNS",
     "DEFAULT_FIRST_STAGE_PRIOR",
@@ -293,8 +273,6 @@ __all__ = [
     "check_first_stage_prior",
     "check_selection",
     "combination_inputs",
-    "load_selection",
     "logit",
-    "selection_path",
     "with_rank_prior",
 ]

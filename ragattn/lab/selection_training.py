@@ -32,8 +32,8 @@ from tqdm import tqdm
 from ragattn.assets import proxy_slug
 from ragattn.compress.budget import Budget, select
 from ragattn.compress.links import link_inputs
+from ragattn.compress.model_files import probe_path
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import probe_path
 from ragattn.compress.selection import (
     COLUMNS,
     LINKED_COLUMNS,

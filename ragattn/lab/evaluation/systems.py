@@ -18,9 +18,8 @@ from ragattn.blocks import BlockReader
 from ragattn.compress import Compressor
 from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
+from ragattn.compress.model_files import load_selection, probe_path
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import probe_path
-from ragattn.compress.selection import load_selection
 from ragattn.document_probe import load_document_probe, score_documents
 from ragattn.lab.evaluation.datasets import Passage, RerankQuery
 from ragattn.lab.feature_store import FeatureStore

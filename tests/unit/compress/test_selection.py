@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragattn.compress.model_files import load_selection
 from ragattn.compress.selection import (
     COLUMNS,
     DocumentSelection,
     check_selection,
     combination_inputs,
-    load_selection,
     logit,
 )
 from ragattn.errors import ConfigError, ModelLoadError
