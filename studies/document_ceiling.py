@@ -29,6 +29,7 @@ import torch
 from tqdm import tqdm
 
 from ragattn.compress import Compressor
+from ragattn.document_probe import score_documents
 from ragattn.embed import dense_scores
 from ragattn.lab.evaluation.datasets import Passage, QAExample, load_2wiki, load_hotpot
 from ragattn.lab.evaluation.harness import evaluate_selection
@@ -57,7 +58,16 @@ class OneForward:
             sentence, feats = c.scorer.score_with_features(question, docs, units)  # type: ignore[union-attr]
             probe, selection = c._document_probe(), c.document_selection()
             assert probe is not None and selection is not None, "needs the packaged probes"
-            document = c._document_scores(probe, question, docs, units, feats)
+            document = score_documents(
+                probe,
+                c.proxy.tokenizer,
+                question,
+                docs,
+                units,
+                feats.names,
+                feats.matrix,
+                feats.config,
+            )
             doc_of = [u.doc for u in units]
             gold = np.array([passages[d].is_gold for d in doc_of], dtype=float)
             self.cache[question] = {

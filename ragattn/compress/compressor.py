@@ -26,7 +26,7 @@ from ragattn.compress.cascade import (
     DEFAULT_CASCADE,
     Cascade,
 )
-from ragattn.compress.features import SentenceFeatures, Unit
+from ragattn.compress.features import Unit
 from ragattn.compress.model_files import ModelFiles
 from ragattn.compress.probe import Probe
 from ragattn.compress.read import ContextRead, FirstPass, ReadParts, sentence_units
@@ -47,7 +47,7 @@ from ragattn.compress.selection import (
     check_selection,
 )
 from ragattn.contract import CompressVerbs, VerbArgs, input_documents
-from ragattn.document_probe import DocumentProbe, score_documents
+from ragattn.document_probe import DocumentProbe
 from ragattn.errors import ModelLoadError
 from ragattn.facade import ProxyFacade
 from ragattn.languages import AUTO, check_language
@@ -416,28 +416,6 @@ class Compressor(
             return None
         selection = self.files.selection()
         return selection if selection is not None and selection.method == self.method else None
-
-    def _document_scores(
-        self,
-        probe: DocumentProbe,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        feats: SentenceFeatures,
-    ) -> np.ndarray:
-        """The document probe's raw scores from the sentence features of one forward (for the
-        studies that read a forward's scores apart; the read's own are its ``documents``
-        stage, :meth:`~ragattn.compress.read.ContextRead.document_scores`)."""
-        return score_documents(
-            probe,
-            self.proxy.tokenizer,
-            query,
-            docs,
-            units,
-            feats.names,
-            feats.matrix,
-            feats.config,
-        )
 
 
 __all__ = ["Compressor"]
