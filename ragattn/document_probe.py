@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ragattn.assets import required_file
 from ragattn.devices import probe_accepts_dtype
 from ragattn.embed import dense_scores, document_cosines, text_offset, titled_text
-from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.errors import ConfigError
 from ragattn.sentence_attention import Unit, unit_widths
 from ragattn.types import Document
 
@@ -349,10 +350,9 @@ def load_document_probe(models_dir: Path, proxy_slug: str) -> DocumentProbe:
     Raises:
         ModelLoadError: there is none.
     """
-    path = document_probe_path(models_dir, proxy_slug)
-    if not path.is_file():
-        raise ModelLoadError(
-            f"no document probe for proxy {proxy_slug!r} at {path}; train it with: "
-            "ragattn probe train --kind rerank"
-        )
+    path = required_file(
+        document_probe_path(models_dir, proxy_slug),
+        f"document probe for proxy {proxy_slug!r}",
+        "train it with: ragattn probe train --kind rerank",
+    )
     return DocumentProbe.load(path)

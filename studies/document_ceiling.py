@@ -58,16 +58,8 @@ class OneForward:
             sentence, feats = c.scorer.score_with_features(question, docs, units)  # type: ignore[union-attr]
             probe, selection = c._document_probe(), c.document_selection()
             assert probe is not None and selection is not None, "needs the packaged probes"
-            document = score_documents(
-                probe,
-                c.proxy.tokenizer,
-                question,
-                docs,
-                units,
-                feats.names,
-                feats.matrix,
-                feats.config,
-            )
+            read = (feats.names, feats.matrix, feats.config)
+            document = score_documents(probe, c.proxy.tokenizer, question, docs, units, *read)
             doc_of = [u.doc for u in units]
             gold = np.array([passages[d].is_gold for d in doc_of], dtype=float)
             self.cache[question] = {

@@ -22,37 +22,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragattn.assets import proxy_slug
+from ragattn.assets import proxy_slug, required_file
 from ragattn.compress.probe import Probe
 from ragattn.compress.selection import SELECTION_FILE, DocumentSelection
-from ragattn.document_probe import PROBE_FILE, DocumentProbe, document_probe_path
-from ragattn.errors import ModelLoadError
+from ragattn.document_probe import PROBE_FILE, DocumentProbe
 from ragattn.proxy import Proxy
 
 
 def probe_path(models_dir: Path, proxy: Proxy | str, method: str) -> Path:
     """Where the probe weights of ``method`` for ``proxy`` (or its name) live."""
     return models_dir / proxy_slug(proxy) / f"{method}.npz"
-
-
-def selection_path(models_dir: Path, proxy_slug: str) -> Path:
-    """Where the document-aware selection of a proxy lives."""
-    return models_dir / proxy_slug / SELECTION_FILE
-
-
-def load_selection(models_dir: Path, proxy_slug: str) -> DocumentSelection:
-    """The proxy's document-aware selection.
-
-    Raises:
-        ModelLoadError: there is none.
-    """
-    path = selection_path(models_dir, proxy_slug)
-    if not path.is_file():
-        raise ModelLoadError(
-            f"no document-aware selection for proxy {proxy_slug!r} at {path}; fit it with: "
-            "ragattn probe train --kind selection"
-        )
-    return DocumentSelection.load(path)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +46,13 @@ class ModelFiles:
     models_dir: Path
     proxy: str
 
+    def path(self, name: str) -> Path:
+        """Where this proxy's file ``name`` is (``<models_dir>/<proxy slug>/<name>``)."""
+        return self.models_dir / proxy_slug(self.proxy) / name
+
     def probe_path(self, method: str) -> Path:
         """Where ``method``'s sentence probe is (``<method>.npz``)."""
-        return probe_path(self.models_dir, self.proxy, method)
+        return self.path(f"{method}.npz")
 
     def has_probe(self, method: str) -> bool:
         """Whether ``method``'s sentence probe is there."""
@@ -82,30 +65,41 @@ class ModelFiles:
             ModelLoadError: it is missing (the message names the path and the command that
                 trains it).
         """
-        path = self.probe_path(method)
-        if not path.is_file():
-            raise ModelLoadError(
-                f"no trained probe for method {method!r} and proxy {self.proxy!r} "
-                f"at {path}; train it with: ragattn probe train"
-            )
+        path = required_file(
+            self.probe_path(method),
+            f"trained probe for method {method!r} and proxy {self.proxy!r}",
+            "train it with: ragattn probe train",
+        )
         return Probe.load(path)
 
     def document_probe(self) -> DocumentProbe | None:
         """The document probe (``rerank-probe.npz``), or None where it is missing."""
-        path = document_probe_path(self.models_dir, proxy_slug(self.proxy))
+        path = self.path(PROBE_FILE)
         return DocumentProbe.load(path) if path.is_file() else None
 
     def selection(self) -> DocumentSelection | None:
         """The document-aware selection (``selection.json``), or None where it is missing."""
-        path = selection_path(self.models_dir, proxy_slug(self.proxy))
+        path = self.path(SELECTION_FILE)
         return DocumentSelection.load(path) if path.is_file() else None
+
+    def required_selection(self) -> DocumentSelection:
+        """The document-aware selection (``selection.json``).
+
+        Raises:
+            ModelLoadError: it is missing (the message names the path and the command that fits
+                it).
+        """
+        path = required_file(
+            self.path(SELECTION_FILE),
+            f"document-aware selection for proxy {proxy_slug(self.proxy)!r}",
+            "fit it with: ragattn probe train --kind selection",
+        )
+        return DocumentSelection.load(path)
 
 
 __all__ = [
     "PROBE_FILE",
     "SELECTION_FILE",
     "ModelFiles",
-    "load_selection",
     "probe_path",
-    "selection_path",
 ]

@@ -18,7 +18,7 @@ from ragattn.blocks import BlockReader
 from ragattn.compress import Compressor
 from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
-from ragattn.compress.model_files import load_selection, probe_path
+from ragattn.compress.model_files import ModelFiles, probe_path
 from ragattn.compress.probe import Probe
 from ragattn.document_probe import load_document_probe, score_documents
 from ragattn.lab.evaluation.datasets import Passage, RerankQuery
@@ -148,7 +148,7 @@ class DocumentAwareSystem:
         folder = models_dir or default_models_dir()
         self.sentences = ProbeSystem(cache, method, folder)
         self.document_probe = load_document_probe(folder, proxy_slug(cache.proxy))
-        self.selection = load_selection(folder, proxy_slug(cache.proxy))
+        self.selection = ModelFiles(folder, proxy_slug(cache.proxy)).required_selection()
 
     def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
         cache = self.sentences.cache

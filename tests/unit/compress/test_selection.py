@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ragattn.compress.model_files import load_selection
+from ragattn.compress.model_files import ModelFiles
 from ragattn.compress.selection import (
     COLUMNS,
     DocumentSelection,
@@ -79,7 +79,7 @@ def test_a_file_of_other_columns_is_refused(tmp_path: Path) -> None:
 
 def test_a_missing_file_says_how_to_fit_it(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="probe train --kind selection"):
-        load_selection(tmp_path, "smollm2-135m")
+        ModelFiles(tmp_path, "smollm2-135m").required_selection()
 
 
 def test_unknown_selection_is_refused() -> None:
