@@ -169,13 +169,26 @@ class ReadParts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReadCall:
+    """The call one read answers: the ``query``, its documents (``docs``), the verb's checked
+    arguments (``args``: the budget, the language, ``top_n``, ...) and whether the documents are
+    ranked (``rank``: ``rerank_and_compress``)."""
+
+    query: str
+    docs: Sequence[Document]
+    args: VerbArgs
+    rank: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReadPlan:
     """What one read runs, decided once from the call (its documents and sentences, the
-    method's parts, the budget) before any model reads; every stage reads it, none decides
-    again (:meth:`ContextRead.plan`).
+    method's parts, the budget) before any model reads; every stage reads it (the query
+    included), none decides again (:meth:`ContextRead.plan`).
 
     Attributes:
-        rank: the documents are ranked (``rerank_and_compress``).
+        call: the call the read answers.
+        units: the call's sentences (the ``sentences`` stage's).
         sizes: the cascade's sizes of the cut, in proxy tokens (None: attention reads the whole
             context).
         minilm: MiniLM's one pass over every document, in the ``candidates`` stage (None: no
@@ -187,7 +200,8 @@ class ReadPlan:
             (it applies where attention reads several: :attr:`AttendedContext.selection`).
     """
 
-    rank: bool
+    call: ReadCall
+    units: Sequence[Unit]
     sizes: CutSizes | None
     minilm: MiniLMPass | None
     document_probe: DocumentProbe | None
@@ -260,48 +274,46 @@ class ContextRead:
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> CompressionResult:
         """``compress``: every document compressed under ``args``' budget."""
-        return self.run(query, documents, args, rank=False)[1]
+        return self.run(ReadCall(query=query, docs=documents, args=args, rank=False))[1]
 
     def rerank_and_compress(
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> tuple[RerankResults, CompressionResult]:
         """``rerank_and_compress``: the documents ranked and the best ``top_n`` compressed, from
         one read."""
-        ranked, result = self.run(query, documents, args, rank=True)
+        ranked, result = self.run(ReadCall(query=query, docs=documents, args=args, rank=True))
         assert ranked is not None  # rank=True ranks
         return ranked, result
 
-    def run(
-        self, query: str, documents: Sequence[Document], args: VerbArgs, *, rank: bool
-    ) -> tuple[RerankResults | None, CompressionResult]:
-        """The read: ranked documents (with ``rank``, else None) and the compression, whose
-        ``stage_seconds`` are this call's."""
+    def run(self, call: ReadCall) -> tuple[RerankResults | None, CompressionResult]:
+        """The read of ``call``: ranked documents (where it ranks, else None) and the
+        compression, whose ``stage_seconds`` are this call's."""
         clock = StageClock(self._clock)
-        budget = args.compress_budget
+        args, documents = call.args, call.docs
         order = check_first_stage_order(args.first_stage_order, len(documents))
         prior = None if order is None else rank_prior(order)
         with clock.stage("sentences"):
             units = sentence_units(documents, args.language)
-            plan = self.plan(documents, units, budget, rank=rank)
+            plan = self.plan(call, units)
         with clock.stage("candidates"):
-            cosines = self.candidates(query, documents, units, plan)
+            cosines = self.candidates(plan)
         with clock.stage("cut"):
-            attended = self.cut(query, documents, units, plan, cosines)
+            attended = self.cut(plan, cosines)
         with clock.stage("forward"):
-            forward = self.forward(query, attended)
+            forward = self.forward(plan, attended)
         with clock.stage("documents"):
             relevance = self.document_relevance(attended, forward)
         with clock.stage("selection"):
-            read = self.selection(query, attended, forward, relevance, prior)
+            read = self.selection(plan, attended, forward, relevance, prior)
         ranked = None
         selected = Selected(docs=documents, indices=range(len(documents)), units=units, read=read)
-        if rank:
+        if call.rank:
             with clock.stage("ranking"):
                 ranked, selected = self.ranking(attended, relevance, read, args)
         with clock.stage("assembly"):
             # entity sentences are forced into ``compress`` only (ranking keeps its own order)
-            entities = args.keep_entities and not rank
-            forced = entity_units(query, documents, units) if entities else []
+            entities = args.keep_entities and not call.rank
+            forced = entity_units(call.query, documents, units) if entities else []
             result = self.assembly(selected, args, forced)
         return ranked, replace(result, stage_seconds=clock.seconds())
 
@@ -311,23 +323,24 @@ class ContextRead:
         """The sentences' keep scores for ``units`` under ``budget`` (the stages from
         ``candidates`` to ``selection``, untimed): in [0, 1], 0 for a sentence the cascade
         dropped."""
-        plan = self.plan(docs, units, budget, rank=False)
-        cosines = self.candidates(query, docs, units, plan)
-        attended = self.cut(query, docs, units, plan, cosines)
-        forward = self.forward(query, attended)
+        args = VerbArgs(verb="compress", budget=budget)
+        plan = self.plan(ReadCall(query=query, docs=docs, args=args, rank=False), units)
+        cosines = self.candidates(plan)
+        attended = self.cut(plan, cosines)
+        forward = self.forward(plan, attended)
         relevance = self.document_relevance(attended, forward)
-        return self.selection(query, attended, forward, relevance)
+        return self.selection(plan, attended, forward, relevance)
 
     # -- the stages ------------------------------------------------------------------------
 
-    def plan(
-        self, docs: Sequence[Document], units: Sequence[Unit], budget: Budget, *, rank: bool
-    ) -> ReadPlan:
-        """The read's plan (:class:`ReadPlan`), from the call's documents and sentences, the
-        budget and the compressor's parts: the cascade's sizes (counted in the proxy's tokens),
-        whether the forward keeps features for the document probe, and MiniLM's pass where the
-        probe's base (``rank``, or a selection fitted with MiniLM) or the cut reads it."""
-        parts = self.parts
+    def plan(self, call: ReadCall, units: Sequence[Unit]) -> ReadPlan:
+        """The read's plan (:class:`ReadPlan`), from the call (its documents, its budget), its
+        sentences ``units`` and the compressor's parts: the cascade's sizes (counted in the
+        proxy's tokens), whether the forward keeps features for the document probe, and MiniLM's
+        pass where the probe's base (a ranking, or a selection fitted with MiniLM) or the cut
+        reads it."""
+        parts, docs, rank = self.parts, call.docs, call.rank
+        budget = call.args.compress_budget
         cascade = parts.cascade
         sizes = None
         if cascade is not None:
@@ -345,18 +358,22 @@ class ContextRead:
             )
             minilm = "pooled" if pooled else "documents"
         return ReadPlan(
-            rank=rank, sizes=sizes, minilm=minilm, document_probe=probe, selection=selection
+            call=call,
+            units=units,
+            sizes=sizes,
+            minilm=minilm,
+            document_probe=probe,
+            selection=selection,
         )
 
-    def candidates(
-        self, query: str, docs: Sequence[Document], units: Sequence[Unit], plan: ReadPlan
-    ) -> CandidateCosines | None:
+    def candidates(self, plan: ReadPlan) -> CandidateCosines | None:
         """``candidates``: MiniLM's one pass of the read (:attr:`ReadPlan.minilm`), the cosine
         of every document to the query (title and text; with each sentence's pooled from the
         same pass where the cascade reads them, ``dense`` ``"pooled"``). None where the plan
         runs none."""
         if plan.minilm is None:
             return None
+        query, docs, units = plan.call.query, plan.call.docs, plan.units
         if self.parts.first_pass == "bm25":
             documents = bm25_scores(query, [titled_text(d) for d in docs])
             if plan.minilm == "documents":
@@ -368,24 +385,17 @@ class ContextRead:
             return CandidateCosines(documents=documents, units=sentences)
         return CandidateCosines(documents=document_cosines(query, docs))
 
-    def cut(
-        self,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        plan: ReadPlan,
-        cosines: CandidateCosines | None = None,
-    ) -> AttendedContext:
+    def cut(self, plan: ReadPlan, cosines: CandidateCosines | None = None) -> AttendedContext:
         """``cut``: what attention reads, the cascade's cut of a long context (the plan's
         sizes) or the whole context; ``cosines``, the ``candidates`` stage's. The selection and
         the document probe apply where the plan has them and attention reads several documents
         (the probe also wherever the call ranks)."""
         cascade, sizes = self.parts.cascade, plan.sizes
+        docs, units = plan.call.docs, plan.units
         cut = None
         if cascade is not None and sizes is not None:
-            cut = cascade.cut(
-                query, docs, units, sizes, lexical=self.parts.lexical, cosines=cosines
-            )
+            lexical = self.parts.lexical
+            cut = cascade.cut(plan.call.query, docs, units, sizes, lexical=lexical, cosines=cosines)
         if cut is None:
             read_docs, read_units = list(docs), list(units)
             doc_map = list(range(len(docs)))
@@ -393,7 +403,7 @@ class ContextRead:
             read_docs, read_units = reduced(docs, units, cut.read)
             doc_map = sorted({units[i].doc for i in cut.read})
         selection = plan.selection if len(read_docs) > 1 else None
-        reads_probe = selection is not None or plan.rank
+        reads_probe = selection is not None or plan.call.rank
         return AttendedContext(
             docs=docs,
             units=units,
@@ -406,11 +416,11 @@ class ContextRead:
             document_probe=plan.document_probe if reads_probe else None,
         )
 
-    def forward(self, query: str, attended: AttendedContext) -> Forward:
+    def forward(self, plan: ReadPlan, attended: AttendedContext) -> Forward:
         """``forward``: the proxy reads what the cut kept; the sentence probe's keep scores, with
         the features where the document probe reads them
         (:attr:`AttendedContext.document_probe`)."""
-        docs, units = attended.read_docs, attended.read_units
+        query, docs, units = plan.call.query, attended.read_docs, attended.read_units
         scorer = self.parts.scorer
         if not units:
             return Forward(sentence=np.zeros(0), chunks=0, features=None)
@@ -446,7 +456,7 @@ class ContextRead:
 
     def selection(
         self,
-        query: str,
+        plan: ReadPlan,
         attended: AttendedContext,
         forward: Forward,
         relevance: DocumentRelevance | None,
@@ -463,7 +473,8 @@ class ContextRead:
             raw = relevance.of_read(minilm=selection.reads_minilm)
             if prior is not None and self.parts.first_stage_prior > 0:
                 raw = with_rank_prior(raw, prior[attended.doc_map], self.parts.first_stage_prior)
-            scores = selection.weigh(query, attended.read_docs, attended.read_units, scores, raw)
+            read_docs, read_units = attended.read_docs, attended.read_units
+            scores = selection.weigh(plan.call.query, read_docs, read_units, scores, raw)
         cut, cascade = attended.cut, self.parts.cascade
         if cut is None or cascade is None:  # a cut implies a cascade
             return KeepScores(scores=scores, chunks=forward.chunks, notes=())
@@ -549,6 +560,7 @@ __all__ = [
     "STAGES",
     "ContextRead",
     "Forward",
+    "ReadCall",
     "ReadParts",
     "ReadPlan",
     "AttendedContext",

@@ -14,6 +14,7 @@ import pytest
 
 from ragattn.compress import Cascade, Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE
+from ragattn.compress.read import ReadCall
 from ragattn.contract import VerbArgs
 from ragattn.document_probe import DocumentProbe
 from ragattn.embed import shared_embedder
@@ -79,7 +80,8 @@ def test_minilm_reads_each_text_once_and_the_correction_is_computed_once(
     encoded, corrections = _counted(monkeypatch)
     read = compressors[cascade]._context_read()
     args = VerbArgs.check(verb, {"ratio": 0.05})  # type: ignore[arg-type]
-    ranked, out = read.run(QUERY, docs, args, rank=verb == "rerank_compress")
+    call = ReadCall(query=QUERY, docs=docs, args=args, rank=verb == "rerank_compress")
+    ranked, out = read.run(call)
     assert out.compressed_tokens < out.origin_tokens
     texts = Counter(t for t in encoded if t != QUERY)
     assert all(n == 1 for n in texts.values()), texts.most_common(3)
