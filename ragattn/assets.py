@@ -16,6 +16,8 @@ from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ragattn.errors import ModelLoadError
+
 if TYPE_CHECKING:
     from ragattn.proxy import Proxy
 
@@ -48,6 +50,18 @@ def default_models_dir() -> Path:
     """The directory chosen by :func:`use_models_dir` (a user's own trained assets), else the
     packaged assets."""
     return _chosen_models_dir or packaged_models_dir()
+
+
+def required_file(path: Path, what: str, how: str) -> Path:
+    """``path``, where a learned asset should be.
+
+    Raises:
+        ModelLoadError: it is not a file (``"no <what> at <path>; <how>"``: what is missing and
+            the command that writes it).
+    """
+    if not path.is_file():
+        raise ModelLoadError(f"no {what} at {path}; {how}")
+    return path
 
 
 def proxy_slug(proxy: Proxy | str) -> str:

@@ -28,9 +28,10 @@ from typing import Any
 
 import numpy as np
 
+from ragattn.assets import required_file
 from ragattn.devices import probe_accepts_dtype
-from ragattn.errors import ConfigError, ModelLoadError
-from ragattn.lexical import dense_scores, document_cosines, text_offset, titled_text
+from ragattn.embed import dense_scores, document_cosines, text_offset, titled_text
+from ragattn.errors import ConfigError
 from ragattn.sentence_attention import Unit, unit_widths
 from ragattn.types import Document
 
@@ -218,7 +219,7 @@ def document_and_unit_cosines(
     (in [-1, 1]): the mean of MiniLM's token states over the unit's characters in its document
     (:meth:`ragattn.embed.Embedder.encode_spans`), so the sentences cost no forward of their own.
     A unit past MiniLM's window (256 wordpieces of title and text) is encoded alone, as
-    :func:`ragattn.lexical.dense_scores` does. The document cosines are bit for bit
+    :func:`ragattn.embed.dense_scores` does. The document cosines are bit for bit
     :func:`document_cosines`'."""
     from ragattn.embed import shared_embedder
 
@@ -300,7 +301,7 @@ def score_documents(
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DocumentRelevance:
     """A read's document relevance, computed once: the attention correction of the documents
-    attention read and MiniLM's cosines of every document of the call, which the weighting,
+    attention read and MiniLM's cosines of every document of the call, which the selection,
     the ranking and the attention-probe reranker combine as ``minilm_weight * z(cosine) +
     correction`` (log-odds units).
 
@@ -319,7 +320,7 @@ class DocumentRelevance:
 
     def of_read(self, *, minilm: bool) -> np.ndarray:
         """The read documents' scores, the base z-scored over them (``minilm=False``: the
-        correction alone, a weighting fitted on it)."""
+        correction alone, a selection fitted on it)."""
         if not minilm:
             return self.correction
         return self.probe.base(self._cosines()[list(self.read)]) + self.correction
@@ -349,10 +350,9 @@ def load_document_probe(models_dir: Path, proxy_slug: str) -> DocumentProbe:
     Raises:
         ModelLoadError: there is none.
     """
-    path = document_probe_path(models_dir, proxy_slug)
-    if not path.is_file():
-        raise ModelLoadError(
-            f"no document probe for proxy {proxy_slug!r} at {path}; train it with: "
-            "ragattn probe train --kind rerank"
-        )
+    path = required_file(
+        document_probe_path(models_dir, proxy_slug),
+        f"document probe for proxy {proxy_slug!r}",
+        "train it with: ragattn probe train --kind rerank",
+    )
     return DocumentProbe.load(path)

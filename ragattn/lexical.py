@@ -1,12 +1,10 @@
-"""Lexical and embedding signals over a small set of texts, shared by rerank and compress.
+"""The lexical signal over a small set of texts, shared by rerank and compress.
 
 Both the fused reranker (candidate documents) and the sentence probes (sentences of the context)
-score texts against the query with the same two cheap signals, each computed over the given texts
-only (no corpus statistics):
-
-- BM25 (Okapi, rank-bm25) with the given texts as the corpus, divided by its maximum: in [0, 1],
-  all 0 when no query word occurs;
-- MiniLM cosine similarity of each text to the query (the packaged embedder): in [-1, 1].
+score texts against the query with BM25 (Okapi, rank-bm25), the given texts as the corpus (no
+corpus statistics), divided by its maximum: in [0, 1], all 0 when no query word occurs. Their
+dense signal, MiniLM's cosine, lives with the embedder (:func:`ragattn.embed.dense_scores`,
+:func:`ragattn.embed.document_cosines`).
 
 ``sigmoid`` is the logistic map the learned fusions and probes apply to their log-odds.
 """
@@ -15,10 +13,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ragattn.types import Document
+if TYPE_CHECKING:  # the names ragattn.rerank still imports from here (_MOVED)
+    from ragattn.embed import dense_scores as dense_scores
+    from ragattn.embed import document_cosines as document_cosines
+    from ragattn.embed import text_offset as text_offset
+    from ragattn.embed import titled_text as titled_text
 
 _UNSPACED = (
     "\u0e00-\u0eff"  # Thai, Lao
@@ -63,44 +66,24 @@ def bm25_scores(query: str, texts: Sequence[str]) -> np.ndarray:
     return scores / top if top > 0 else scores
 
 
-def dense_scores(query: str, texts: Sequence[str]) -> np.ndarray:
-    """Cosine similarity (packaged MiniLM, in [-1, 1]) of each text to the query."""
-    from ragattn.embed import shared_embedder
-
-    vecs = shared_embedder().encode([query, *texts])
-    return np.asarray(vecs[1:] @ vecs[0], dtype=np.float64)
-
-
-def titled_text(document: Document) -> str:
-    """The text MiniLM reads for a document: its title and text joined by one space, stripped
-    (the text alone without a title). The prompt's form is :func:`ragattn.prompt.document_text`."""
-    return f"{document.title or ''} {document.text}".strip()
-
-
-def text_offset(document: Document) -> int:
-    """Where ``document.text`` starts in :func:`titled_text` (in characters; negative where the
-    strip removed leading blanks of an untitled text)."""
-    joined = f"{document.title or ''} {document.text}"
-    return len(document.title or "") + 1 - (len(joined) - len(joined.lstrip()))
-
-
-def document_cosines(query: str, documents: Sequence[Document]) -> np.ndarray:
-    """Each document's MiniLM cosine to the query (:func:`titled_text`, in [-1, 1]): the dense
-    signal of the rerankers and the MiniLM input of the document probe."""
-    return dense_scores(query, [titled_text(d) for d in documents])
-
-
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Numerically stable logistic map, for scores that are log-odds; values in [0, 1]."""
     return np.asarray(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))))
 
 
-__all__ = [
-    "bm25_scores",
-    "dense_scores",
-    "document_cosines",
-    "sigmoid",
-    "text_offset",
-    "titled_text",
-    "words",
-]
+_MOVED = ("dense_scores", "document_cosines", "text_offset", "titled_text")
+"""MiniLM's names that moved to :mod:`ragattn.embed` (issue 62); ``ragattn.rerank`` still imports
+them from here until its imports move."""
+
+
+def __getattr__(name: str) -> Any:
+    """The names of :data:`_MOVED`, from :mod:`ragattn.embed` (imported on first use: importing
+    this module loads no torch)."""
+    if name in _MOVED:
+        from ragattn import embed
+
+        return getattr(embed, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["bm25_scores", "sigmoid", "words"]

@@ -269,7 +269,7 @@ class CompressionResult:
 
     ``stage_seconds`` says where the call's time went: the wall-clock seconds of each stage of the
     read that made this result (``sentences``, ``candidates``, ``cut``, ``forward``, ``documents``,
-    ``weighting``, ``ranking`` for ``rerank_and_compress`` only, ``assembly``), this call only,
+    ``selection``, ``ranking`` for ``rerank_and_compress`` only, ``assembly``), this call only,
     loading before the call excluded; empty for a result the read did not just make (a remote
     one, or one built by hand). It is not part of the answer: two results that differ only in it
     compare equal.

@@ -4,7 +4,7 @@
 loaded reranker/compressor so one proxy serves the whole test session. The lifespan builds the
 cache and the two worker threads (model and tokenizer), then loads the model side on the model
 thread (:func:`ragattn_api.loading.build_service`: the engines, cache and pipeline of
-:mod:`ragattn.assemble`, the one composition root it shares with ``ragattn ask``), warms it up on
+:mod:`ragattn.composition`, the one composition root it shares with ``ragattn ask``), warms it up on
 the shapes of real requests, chooses the request budget, and only then lets ``/ready`` answer 200.
 The state between requests is a typed :class:`~ragattn_api.state.ServiceState`.
 """

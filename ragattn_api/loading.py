@@ -1,7 +1,7 @@
 """The service's model side, loaded on the model thread: engines, warm-up, budget, :class:`Service`.
 
 The engines, the cache and the pipeline come from the one composition root,
-:mod:`ragattn.assemble`, as they do for ``ragattn ask``; this module adds what only a server
+:mod:`ragattn.composition`, as they do for ``ragattn ask``; this module adds what only a server
 needs: the warm-up that has to pass before ``/ready`` says 200, the request budget (measured on
 this machine, or by the first replica on a shared Redis: :mod:`ragattn.request_budget`), the
 token-limit checker shared with the tokenizer thread and the per-key cache partitions.
@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ragattn._optional import require
-from ragattn.assemble import Engines, build_cache, build_engines, build_pipeline, open_index
-from ragattn.assemble import engine_fingerprint as fingerprint_of
 from ragattn.cache import Cache, redis_errors
+from ragattn.composition import Engines, build_cache, build_engines, build_pipeline, open_index
+from ragattn.composition import engine_fingerprint as fingerprint_of
 from ragattn.errors import ModelLoadError
 from ragattn.limits import LimitChecker, Limits
 from ragattn.request_budget import (
@@ -96,7 +96,7 @@ class LoadedService:
 
 
 def service_cache(settings: Settings) -> Cache:
-    """The response cache of ``settings`` (:func:`ragattn.assemble.build_cache`), partitioned per
+    """The response cache of ``settings`` (:func:`ragattn.composition.build_cache`), partitioned per
     API key with ``cache_scope=key``."""
     cache = build_cache(settings)
     return PartitionedCache(cache) if settings.cache_scope == "key" else cache

@@ -44,12 +44,14 @@ from tqdm import tqdm
 from ragattn.assets import default_models_dir
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import Cascade, keep_by_tokens, keep_linked, unit_cosines
+from ragattn.compress.model_files import probe_path
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import PROBE_METHODS, probe_path
+from ragattn.compress.registry import PROBE_METHODS
 from ragattn.compress.scorers import ProbeScorer
+from ragattn.embed import document_cosines
 from ragattn.lab.evaluation.metrics import supporting_fact_recall
 from ragattn.lab.probe_training import LabelledExample, load_training, units_and_labels
-from ragattn.lexical import bm25_scores, document_cosines
+from ragattn.lexical import bm25_scores
 from ragattn.proxy import DEFAULT_PROXY, load_tokenizer
 
 KEEPS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)

@@ -10,7 +10,7 @@ question (the default compressor, whole context, no cascade):
   cosine and BM25 alone on the same paragraphs;
 - **the sentences**: the recall the selection would reach with a *perfect* document score (gold
   paragraphs' sentences first, each ordered by the sentence probe; the ceiling of any document
-  weighting), against the sentence probe alone and the shipped document-aware weighting.
+  selection), against the sentence probe alone and the shipped document-aware selection.
 
 A dev-set diagnostic: it is reported, nothing is fitted or chosen on it.
 
@@ -29,10 +29,12 @@ import torch
 from tqdm import tqdm
 
 from ragattn.compress import Compressor
+from ragattn.document_probe import score_documents
+from ragattn.embed import dense_scores
 from ragattn.lab.evaluation.datasets import Passage, QAExample, load_2wiki, load_hotpot
 from ragattn.lab.evaluation.harness import evaluate_selection
 from ragattn.lab.evaluation.systems import _documents, _unflatten
-from ragattn.lexical import bm25_scores, dense_scores
+from ragattn.lexical import bm25_scores
 
 DATA = Path("../shared/data")
 SETS = {
@@ -54,14 +56,15 @@ class OneForward:
             c = self.compressor
             docs, units = _documents(passages)
             sentence, feats = c.scorer.score_with_features(question, docs, units)  # type: ignore[union-attr]
-            probe, weighting = c._document_probe(), c.document_weighting()
-            assert probe is not None and weighting is not None, "needs the packaged probes"
-            document = c._document_scores(probe, question, docs, units, feats)
+            probe, selection = c._document_probe(), c.document_selection()
+            assert probe is not None and selection is not None, "needs the packaged probes"
+            read = (feats.names, feats.matrix, feats.config)
+            document = score_documents(probe, c.proxy.tokenizer, question, docs, units, *read)
             doc_of = [u.doc for u in units]
             gold = np.array([passages[d].is_gold for d in doc_of], dtype=float)
             self.cache[question] = {
                 "sentence probe alone": np.asarray(sentence, dtype=float),
-                "document-aware (the default)": weighting.weigh(
+                "document-aware (the default)": selection.weigh(
                     question, docs, units, sentence, document
                 ),
                 "perfect document score (ceiling)": np.asarray(sentence) + 10.0 * gold,

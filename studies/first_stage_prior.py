@@ -1,7 +1,7 @@
 """The curve of the one read's first-stage prior: evidence recall per weight, one forward each.
 
 The prior (``Compressor(first_stage_prior=w)``, :func:`ragattn.compress.selection.with_rank_prior`)
-changes only the read's ``weighting`` stage, so every weight of one question and budget reads the
+changes only the read's ``selection`` stage, so every weight of one question and budget reads the
 same forward: the compressor's scorer is memoised (:class:`ForwardMemo`) and each weight replays
 it. Each cell's outcomes go to ``OUT/<cell>.jsonl`` as computed (an interrupted run resumes), and
 the table (evidence recall per cell, budget and weight, beside the first stage's own order given

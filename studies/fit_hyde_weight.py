@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ragattn.embed import dense_scores
 from ragattn.lab.evaluation.metrics import list_ndcg_at_10
 from ragattn.lab.rerank_training import load_rerank_training
-from ragattn.lexical import dense_scores
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from hyde_answers import add_arguments, answer_all  # noqa: E402

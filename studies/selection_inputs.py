@@ -32,8 +32,8 @@ import torch
 
 from ragattn.assets import packaged_models_dir, proxy_slug
 from ragattn.compress.links import link_inputs, title_pattern
+from ragattn.compress.model_files import probe_path
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import probe_path
 from ragattn.compress.selection import combination_inputs
 from ragattn.document_probe import (
     DocumentProbe,

@@ -4,8 +4,8 @@ show the answer, its sources with scores, the compression and per-stage timings.
 
 Heavy imports happen inside the command so that ``ragattn --help`` stays fast. The engines, the
 cache and the generator are built by the composition root the service uses too
-(:mod:`ragattn.assemble`) from the same ``RAGATTN_*`` settings; an option given on the command line
-overrides its setting for this run (:func:`ask_settings`). The rerank and compress methods come
+(:mod:`ragattn.composition`) from the same ``RAGATTN_*`` settings; an option given on the command
+line overrides its setting for this run (:func:`ask_settings`). The rerank and compress methods come
 from ``RAGATTN_RERANK_METHOD`` / ``RAGATTN_COMPRESS_METHOD``; ``ask --help`` lists them.
 """
 
@@ -195,7 +195,7 @@ def ask_settings(
 
 
 def build_ask_pipeline(settings: Settings, *, rerank: bool, compress: bool) -> RAGPipeline:
-    """The pipeline of ``ragattn ask`` from the one composition root (:mod:`ragattn.assemble`),
+    """The pipeline of ``ragattn ask`` from the one composition root (:mod:`ragattn.composition`),
     as the service builds its own: the index at ``index_dir``, the engines, the cache and the
     generator of ``settings``, the question and passages held to its token limits.
 
@@ -203,7 +203,7 @@ def build_ask_pipeline(settings: Settings, *, rerank: bool, compress: bool) -> R
         InvalidInputError: no index (the message says how to build one).
         ModelLoadError: the proxy or a compress method cannot be loaded.
     """
-    from ragattn.assemble import build_cache, build_engines, build_pipeline
+    from ragattn.composition import build_cache, build_engines, build_pipeline
     from ragattn.errors import ModelLoadError
     from ragattn.limits import Limits
     from ragattn.pipeline import load_index

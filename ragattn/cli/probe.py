@@ -49,7 +49,7 @@ def probe_train(
     ),
     document_score: str = typer.Option(
         "probe",
-        help="selection only: the document input the weighting reads, probe (the document "
+        help="selection only: the document input the selection reads, probe (the document "
         "probe's score: MiniLM cosine plus attention) or attention (its attention correction "
         "alone; selection then needs no MiniLM pass).",
     ),

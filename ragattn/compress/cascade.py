@@ -40,7 +40,7 @@ the same pass (:func:`ragattn.document_probe.document_and_unit_cosines`)."""
 def unit_cosines(units: Sequence[Unit], cosines: np.ndarray) -> np.ndarray:
     """Each unit's document's MiniLM cosine to the query (title and text, in [-1, 1]) from
     ``cosines``, one per document: the very cosine the document probe reads
-    (:func:`ragattn.lexical.document_cosines`)."""
+    (:func:`ragattn.embed.document_cosines`)."""
     return np.asarray([cosines[u.doc] for u in units], dtype=np.float64)
 
 
@@ -139,7 +139,7 @@ def precut_units(
     """The units (ascending) of the documents a ``lexical`` first pass scores under a
     :attr:`Cascade.precut`, or None when it scores every unit (:func:`precuts`): documents the
     query names (:func:`ragattn.compress.links.link_pattern`) first, then by ``cosines``,
-    MiniLM's cosine of each whole document (:func:`ragattn.lexical.document_cosines`, the pass
+    MiniLM's cosine of each whole document (:func:`ragattn.embed.document_cosines`, the pass
     the ranking reads), whole documents until they hold ``precut`` times the tokens attention
     reads (``share`` of the context)."""
     total = float(sum(costs))

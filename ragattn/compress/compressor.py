@@ -3,7 +3,7 @@
 The methods and their needs are listed in :mod:`ragattn.compress.registry` (:data:`METHODS`).
 Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
 A call is one read of its context, stage by stage, in :mod:`ragattn.compress.read` (the
-sentences, the cascade's cut, one forward, the document scores, the document-aware weighting, the
+sentences, the cascade's cut, one forward, the document scores, the document-aware selection, the
 ranking, the assembly); the compressor builds that read with its loaded parts.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ragattn.assets import default_models_dir, proxy_slug
+from ragattn.assets import default_models_dir
 from ragattn.blocks import BlockReader, BlockStore
 from ragattn.call_language import ENGLISH, call_language, sentence_rules
 from ragattn.compress.assembly import Counting
@@ -26,7 +26,8 @@ from ragattn.compress.cascade import (
     DEFAULT_CASCADE,
     Cascade,
 )
-from ragattn.compress.features import SentenceFeatures, Unit
+from ragattn.compress.features import Unit
+from ragattn.compress.model_files import ModelFiles
 from ragattn.compress.probe import Probe
 from ragattn.compress.read import ContextRead, FirstPass, ReadParts, sentence_units
 from ragattn.compress.registry import (
@@ -36,19 +37,17 @@ from ragattn.compress.registry import (
     CompressSpec,
     ScorerInputs,
     UnitScorerFactory,
-    probe_path,
 )
 from ragattn.compress.scorers import ProbeScorer
 from ragattn.compress.selection import (
     DEFAULT_FIRST_STAGE_PRIOR,
-    DocumentWeighting,
+    DocumentSelection,
     Selection,
     check_first_stage_prior,
     check_selection,
-    selection_path,
 )
 from ragattn.contract import CompressVerbs, VerbArgs, input_documents
-from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
+from ragattn.document_probe import DocumentProbe
 from ragattn.errors import ModelLoadError
 from ragattn.facade import ProxyFacade
 from ragattn.languages import AUTO, check_language
@@ -177,6 +176,7 @@ class Compressor(
         self.max_chunk_tokens = max_chunk_tokens
         self.first_pass: FirstPass = first_pass
         self.models_dir = Path(models_dir) if models_dir else default_models_dir()
+        self.files = ModelFiles(self.models_dir, self._proxy.name)
         self.cascade = self._usable_cascade(cascade)
         self.probe: Probe | None = self._load_probe() if self.spec.needs_probe else None
         self._start()
@@ -271,22 +271,15 @@ class Compressor(
         construction, rather than on the first long context."""
         if cascade is None or not self.spec.reads_attention:
             return None
-        if cascade.scorer == "lexical":
-            path = probe_path(self.models_dir, self._proxy.name, "lexical")
-            if not path.is_file():
-                if cascade is DEFAULT_CASCADE:
-                    return None
-                raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
+        if cascade.scorer == "lexical" and not self.files.has_probe("lexical"):
+            if cascade is DEFAULT_CASCADE:
+                return None
+            path = self.files.probe_path("lexical")
+            raise ModelLoadError(f"the lexical cascade needs the lexical probe at {path}")
         return cascade
 
     def _load_probe(self) -> Probe:
-        path = probe_path(self.models_dir, self._proxy.name, self.method)
-        if not path.is_file():
-            raise ModelLoadError(
-                f"no trained probe for method {self.method!r} and proxy {self._proxy.name!r} "
-                f"at {path}; train it with: ragattn probe train"
-            )
-        return Probe.load(path)
+        return self.files.probe(self.method)
 
     def _counting(self, tokenizer: Any) -> Counting:
         """The tokenizer that counts a result's tokens: ``tokenizer`` when given, else the
@@ -337,7 +330,7 @@ class Compressor(
 
     def _context_read(self) -> ContextRead:
         """The read (:class:`~ragattn.compress.read.ContextRead`) with this compressor's parts;
-        the cascade's probe, the document probe and the weighting load on first use."""
+        the cascade's probe, the document probe and the selection load on first use."""
         return ContextRead(
             ReadParts(
                 method=self.method,
@@ -346,7 +339,7 @@ class Compressor(
                 lexical=self._cascade_scorer,
                 tokenizer=lambda: self._proxy.tokenizer()[0],
                 document_probe=self._document_probe,
-                weighting=self.document_weighting,
+                selection=self.document_selection,
                 counting=self._counting,
                 max_chunk_tokens=self.max_chunk_tokens,
                 first_stage_prior=self.first_stage_prior,
@@ -377,9 +370,9 @@ class Compressor(
         self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
     ) -> tuple[np.ndarray, int, tuple[str, ...]]:
         """The keep scores :meth:`compress` selects ``units`` by under ``budget``: in [0, 1],
-        document-aware when a weighting applies, 0 for a sentence the cascade dropped; with the
+        document-aware when a selection applies, 0 for a sentence the cascade dropped; with the
         number of proxy chunks read and the notes the result's warnings carry (what the cascade
-        cut). The read's stages from ``candidates`` to ``weighting``
+        cut). The read's stages from ``candidates`` to ``selection``
         (:meth:`~ragattn.compress.read.ContextRead.keep_scores`)."""
         read = self._context_read().keep_scores(query, docs, units, budget)
         return read.scores, read.chunks, read.notes
@@ -387,10 +380,9 @@ class Compressor(
     def _cascade_scorer(self) -> ProbeScorer:
         """The ``lexical`` probe as the cascade's first pass (loaded on first use)."""
         if self._cascade_probe is None:
-            path = probe_path(self.models_dir, self._proxy.name, "lexical")
             self._cascade_probe = ProbeScorer(
                 None,
-                Probe.load(path),
+                self.files.probe("lexical"),
                 PROBE_METHODS["lexical"],
                 max_chunk_tokens=self.max_chunk_tokens,
             )
@@ -404,8 +396,7 @@ class Compressor(
     def _fitting_document_probe(self) -> DocumentProbe | None:
         if not (isinstance(self.scorer, ProbeScorer) and self.scorer.features.attention):
             return None
-        path = document_probe_path(self.models_dir, proxy_slug(self._proxy.name))
-        probe = DocumentProbe.load(path) if path.is_file() else None
+        probe = self.files.document_probe()
         features = self.scorer.features
         fits = probe is not None and (
             features.rows in (probe.rows, "both")
@@ -413,43 +404,18 @@ class Compressor(
         )
         return probe if fits else None
 
-    def document_weighting(self) -> DocumentWeighting | None:
+    def document_selection(self) -> DocumentSelection | None:
         """The document-aware selection this compressor applies to calls with several
         documents, or None (``selection="sentences"``, a method whose features do not feed the
         document probe, or no ``selection.json`` fitted for this method and proxy)."""
-        return self._weighting
+        return self._document_selection
 
     @cached_property
-    def _weighting(self) -> DocumentWeighting | None:
+    def _document_selection(self) -> DocumentSelection | None:
         if self.selection != "documents" or self._document_probe() is None:
             return None
-        path = selection_path(self.models_dir, proxy_slug(self._proxy.name))
-        if not path.is_file():
-            return None
-        weighting = DocumentWeighting.load(path)
-        return weighting if weighting.method == self.method else None
-
-    def _document_scores(
-        self,
-        probe: DocumentProbe,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        feats: SentenceFeatures,
-    ) -> np.ndarray:
-        """The document probe's raw scores from the sentence features of one forward (for the
-        studies that read a forward's scores apart; the read's own are its ``documents``
-        stage, :meth:`~ragattn.compress.read.ContextRead.document_scores`)."""
-        return score_documents(
-            probe,
-            self.proxy.tokenizer,
-            query,
-            docs,
-            units,
-            feats.names,
-            feats.matrix,
-            feats.config,
-        )
+        selection = self.files.selection()
+        return selection if selection is not None and selection.method == self.method else None
 
 
 __all__ = ["Compressor"]

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ragattn.embed import dense_scores
 from ragattn.errors import ConfigError
-from ragattn.lexical import bm25_scores, dense_scores, words
+from ragattn.lexical import bm25_scores, words
 from ragattn.proxy import Proxy
 from ragattn.sentence_attention import (
     EPS,

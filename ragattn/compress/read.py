@@ -10,7 +10,7 @@ Both verbs of the :class:`~ragattn.compress.Compressor` (``compress`` and
    stage reads it and none decides again;
 2. ``candidates``: MiniLM's one pass over every candidate document, where the plan runs it
    (:class:`~ragattn.document_probe.CandidateCosines`): where the document probe reads its base
-   (a ranking, or a weighting fitted with MiniLM) or the cut ranks documents or pools sentences
+   (a ranking, or a selection fitted with MiniLM) or the cut ranks documents or pools sentences
    from it; the same pass a MiniLM rerank of the candidates runs, and the only work of the read
    that grows with every candidate. Nothing else of the read encodes a document;
 3. ``cut``: the cascade's first pass picks what attention reads (:mod:`ragattn.compress.cascade`;
@@ -21,8 +21,8 @@ Both verbs of the :class:`~ragattn.compress.Compressor` (``compress`` and
 5. ``documents``: the read's document relevance, computed once
    (:class:`~ragattn.document_probe.DocumentRelevance`): the document probe's attention
    correction of the documents read, from the forward's features, with the candidates' MiniLM
-   cosines (nothing to do where no weighting or ranking reads them);
-6. ``weighting``: each sentence's keep score weighs its document's score (the document-aware
+   cosines (nothing to do where no selection or ranking reads them);
+6. ``selection``: each sentence's keep score weighs its document's score (the document-aware
    selection, :mod:`ragattn.compress.selection`; with a ``first_stage_order``, that score blended
    with the order's rank prior), and the sentences the cut dropped get theirs;
 7. ``ranking`` (``rerank_and_compress`` only): the documents ranked from the same forward, the
@@ -54,9 +54,9 @@ from ragattn.compress.assembly import (
 )
 from ragattn.compress.cascade import Cascade, Cut, CutSizes, MiniLMPass
 from ragattn.compress.features import SentenceFeatures, Unit
-from ragattn.compress.reading import Ranking, Read, best_sentence_ranking, reduced
+from ragattn.compress.read_scores import KeepScores, Ranking, best_sentence_ranking, reduced
 from ragattn.compress.scorers import ProbeScorer, UnitScorer
-from ragattn.compress.selection import DocumentWeighting, with_rank_prior
+from ragattn.compress.selection import DocumentSelection, with_rank_prior
 from ragattn.contract import VerbArgs
 from ragattn.document_probe import (
     CandidateCosines,
@@ -65,15 +65,16 @@ from ragattn.document_probe import (
     attention_correction,
     document_and_unit_cosines,
 )
+from ragattn.embed import document_cosines, titled_text
 from ragattn.first_stage import check_first_stage_order, rank_prior
 from ragattn.languages import AUTO
-from ragattn.lexical import bm25_scores, document_cosines, sigmoid, titled_text
+from ragattn.lexical import bm25_scores, sigmoid
 from ragattn.markdown_units import document_units
 from ragattn.sentence_attention import units_of
 from ragattn.types import Budget, CompressionResult, Document, RerankResults, StageSeconds
 
 Stage = Literal[
-    "sentences", "candidates", "cut", "forward", "documents", "weighting", "ranking", "assembly"
+    "sentences", "candidates", "cut", "forward", "documents", "selection", "ranking", "assembly"
 ]
 STAGES: tuple[Stage, ...] = (
     "sentences",
@@ -81,7 +82,7 @@ STAGES: tuple[Stage, ...] = (
     "cut",
     "forward",
     "documents",
-    "weighting",
+    "selection",
     "ranking",
     "assembly",
 )
@@ -139,11 +140,11 @@ class ReadParts:
             sentence widths).
         document_probe: the proxy's document probe where this method's features feed it, or
             None (loaded on first use: a call that reads no document scores never loads it).
-        weighting: the document-aware selection of calls with several documents, or None
+        selection: the document-aware selection of calls with several documents, or None
             (loaded on first use).
         counting: the tokenizer a result counts in, given the call's ``tokenizer`` argument.
         max_chunk_tokens: the most proxy tokens one forward chunk reads (for the warnings).
-        first_stage_prior: the weight of a first stage's rank prior in the weighting's document
+        first_stage_prior: the weight of a first stage's rank prior in the selection's document
             score, in standard deviations of the document probe's score per standard deviation
             of the prior (:func:`~ragattn.compress.selection.with_rank_prior`; 0: the order is
             not read).
@@ -160,7 +161,7 @@ class ReadParts:
     lexical: Callable[[], ProbeScorer]
     tokenizer: Callable[[], Any]
     document_probe: Callable[[], DocumentProbe | None]
-    weighting: Callable[[], DocumentWeighting | None]
+    selection: Callable[[], DocumentSelection | None]
     counting: Callable[[Any], Counting]
     max_chunk_tokens: int
     first_stage_prior: float = 0.0
@@ -168,33 +169,47 @@ class ReadParts:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ReadCall:
+    """The call one read answers: the ``query``, its documents (``docs``), the verb's checked
+    arguments (``args``: the budget, the language, ``top_n``, ...) and whether the documents are
+    ranked (``rank``: ``rerank_and_compress``)."""
+
+    query: str
+    docs: Sequence[Document]
+    args: VerbArgs
+    rank: bool
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReadPlan:
     """What one read runs, decided once from the call (its documents and sentences, the
-    method's parts, the budget) before any model reads; every stage reads it, none decides
-    again (:meth:`ContextRead.plan`).
+    method's parts, the budget) before any model reads; every stage reads it (the query
+    included), none decides again (:meth:`ContextRead.plan`).
 
     Attributes:
-        rank: the documents are ranked (``rerank_and_compress``).
+        call: the call the read answers.
+        units: the call's sentences (the ``sentences`` stage's).
         sizes: the cascade's sizes of the cut, in proxy tokens (None: attention reads the whole
             context).
         minilm: MiniLM's one pass over every document, in the ``candidates`` stage (None: no
             pass): where the document probe reads its base, or the cut ranks documents or pools
             sentences from it.
         document_probe: the document probe where the forward's features feed it and a ranking
-            or a weighting reads it, else None.
-        weighting: the document-aware selection of a call with several documents, else None
-            (it applies where attention reads several: :attr:`Reading.weighting`).
+            or a selection reads it, else None.
+        selection: the document-aware selection of a call with several documents, else None
+            (it applies where attention reads several: :attr:`AttendedContext.selection`).
     """
 
-    rank: bool
+    call: ReadCall
+    units: Sequence[Unit]
     sizes: CutSizes | None
     minilm: MiniLMPass | None
     document_probe: DocumentProbe | None
-    weighting: DocumentWeighting | None
+    selection: DocumentSelection | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reading:
+class AttendedContext:
     """A call's context and the part of it attention reads (the ``cut`` stage's output).
 
     Attributes:
@@ -205,8 +220,8 @@ class Reading:
         doc_map: each read document's position in ``docs``.
         cosines: the ``candidates`` stage's MiniLM cosines of every document of ``docs``, or
             None where the plan ran no pass.
-        weighting: the plan's weighting where attention reads several documents, else None.
-        document_probe: the plan's document probe where a ranking or this weighting reads
+        selection: the plan's selection where attention reads several documents, else None.
+        document_probe: the plan's document probe where a ranking or this selection reads
             it (the forward then keeps its features), else None.
     """
 
@@ -217,7 +232,7 @@ class Reading:
     read_units: list[Unit]
     doc_map: list[int]
     cosines: CandidateCosines | None = None
-    weighting: DocumentWeighting | None = None
+    selection: DocumentSelection | None = None
     document_probe: DocumentProbe | None = None
 
 
@@ -240,7 +255,7 @@ class Selected:
     docs: Sequence[Document]
     indices: Sequence[int]
     units: Sequence[Unit]
-    read: Read
+    read: KeepScores
 
 
 class ContextRead:
@@ -259,83 +274,82 @@ class ContextRead:
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> CompressionResult:
         """``compress``: every document compressed under ``args``' budget."""
-        return self.run(query, documents, args, rank=False)[1]
+        return self.run(ReadCall(query=query, docs=documents, args=args, rank=False))[1]
 
     def rerank_and_compress(
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> tuple[RerankResults, CompressionResult]:
         """``rerank_and_compress``: the documents ranked and the best ``top_n`` compressed, from
         one read."""
-        ranked, result = self.run(query, documents, args, rank=True)
+        ranked, result = self.run(ReadCall(query=query, docs=documents, args=args, rank=True))
         assert ranked is not None  # rank=True ranks
         return ranked, result
 
-    def run(
-        self, query: str, documents: Sequence[Document], args: VerbArgs, *, rank: bool
-    ) -> tuple[RerankResults | None, CompressionResult]:
-        """The read: ranked documents (with ``rank``, else None) and the compression, whose
-        ``stage_seconds`` are this call's."""
+    def run(self, call: ReadCall) -> tuple[RerankResults | None, CompressionResult]:
+        """The read of ``call``: ranked documents (where it ranks, else None) and the
+        compression, whose ``stage_seconds`` are this call's."""
         clock = StageClock(self._clock)
-        budget = args.compress_budget
+        args, documents = call.args, call.docs
         order = check_first_stage_order(args.first_stage_order, len(documents))
         prior = None if order is None else rank_prior(order)
         with clock.stage("sentences"):
             units = sentence_units(documents, args.language)
-            plan = self.plan(documents, units, budget, rank=rank)
+            plan = self.plan(call, units)
         with clock.stage("candidates"):
-            cosines = self.candidates(query, documents, units, plan)
+            cosines = self.candidates(plan)
         with clock.stage("cut"):
-            reading = self.cut(query, documents, units, plan, cosines)
+            attended = self.cut(plan, cosines)
         with clock.stage("forward"):
-            forward = self.forward(query, reading)
+            forward = self.forward(plan, attended)
         with clock.stage("documents"):
-            relevance = self.document_relevance(reading, forward)
-        with clock.stage("weighting"):
-            read = self.weighting(query, reading, forward, relevance, prior)
+            relevance = self.document_relevance(attended, forward)
+        with clock.stage("selection"):
+            read = self.selection(plan, attended, forward, relevance, prior)
         ranked = None
         selected = Selected(docs=documents, indices=range(len(documents)), units=units, read=read)
-        if rank:
+        if call.rank:
             with clock.stage("ranking"):
-                ranked, selected = self.ranking(reading, relevance, read, args)
+                ranked, selected = self.ranking(attended, relevance, read, args)
         with clock.stage("assembly"):
             # entity sentences are forced into ``compress`` only (ranking keeps its own order)
-            entities = args.keep_entities and not rank
-            forced = entity_units(query, documents, units) if entities else []
+            entities = args.keep_entities and not call.rank
+            forced = entity_units(call.query, documents, units) if entities else []
             result = self.assembly(selected, args, forced)
         return ranked, replace(result, stage_seconds=clock.seconds())
 
     def keep_scores(
         self, query: str, docs: Sequence[Document], units: Sequence[Unit], budget: Budget
-    ) -> Read:
+    ) -> KeepScores:
         """The sentences' keep scores for ``units`` under ``budget`` (the stages from
-        ``candidates`` to ``weighting``, untimed): in [0, 1], 0 for a sentence the cascade
+        ``candidates`` to ``selection``, untimed): in [0, 1], 0 for a sentence the cascade
         dropped."""
-        plan = self.plan(docs, units, budget, rank=False)
-        cosines = self.candidates(query, docs, units, plan)
-        reading = self.cut(query, docs, units, plan, cosines)
-        forward = self.forward(query, reading)
-        relevance = self.document_relevance(reading, forward)
-        return self.weighting(query, reading, forward, relevance)
+        args = VerbArgs(verb="compress", budget=budget)
+        plan = self.plan(ReadCall(query=query, docs=docs, args=args, rank=False), units)
+        cosines = self.candidates(plan)
+        attended = self.cut(plan, cosines)
+        forward = self.forward(plan, attended)
+        relevance = self.document_relevance(attended, forward)
+        return self.selection(plan, attended, forward, relevance)
 
     # -- the stages ------------------------------------------------------------------------
 
-    def plan(
-        self, docs: Sequence[Document], units: Sequence[Unit], budget: Budget, *, rank: bool
-    ) -> ReadPlan:
-        """The read's plan (:class:`ReadPlan`), from the call's documents and sentences, the
-        budget and the compressor's parts: the cascade's sizes (counted in the proxy's tokens),
-        whether the forward keeps features for the document probe, and MiniLM's pass where the
-        probe's base (``rank``, or a weighting fitted with MiniLM) or the cut reads it."""
-        parts = self.parts
+    def plan(self, call: ReadCall, units: Sequence[Unit]) -> ReadPlan:
+        """The read's plan (:class:`ReadPlan`), from the call (its documents, its budget), its
+        sentences ``units`` and the compressor's parts: the cascade's sizes (counted in the
+        proxy's tokens), whether the forward keeps features for the document probe, and MiniLM's
+        pass where the probe's base (a ranking, or a selection fitted with MiniLM) or the cut
+        reads it."""
+        parts, docs, rank = self.parts, call.docs, call.rank
+        budget = call.args.compress_budget
         cascade = parts.cascade
         sizes = None
         if cascade is not None:
             sizes = cascade.sizes(docs, units, budget, tokenizer=parts.tokenizer())
-        weighting = parts.weighting() if len(docs) > 1 else None
+        selection = parts.selection() if len(docs) > 1 else None
         probe = None
-        if isinstance(parts.scorer, ProbeScorer) and (rank or weighting is not None):
+        if isinstance(parts.scorer, ProbeScorer) and (rank or selection is not None):
             probe = parts.document_probe()
-        base = rank or (weighting is not None and weighting.reads_minilm)
+        base = rank or (selection is not None and selection.reads_minilm)
         minilm = cascade.minilm_pass(sizes) if cascade is not None else None
         if minilm is None and units and probe is not None and base:
             pooled = cascade is not None and (cascade.scorer, cascade.dense) == (
@@ -344,18 +358,22 @@ class ContextRead:
             )
             minilm = "pooled" if pooled else "documents"
         return ReadPlan(
-            rank=rank, sizes=sizes, minilm=minilm, document_probe=probe, weighting=weighting
+            call=call,
+            units=units,
+            sizes=sizes,
+            minilm=minilm,
+            document_probe=probe,
+            selection=selection,
         )
 
-    def candidates(
-        self, query: str, docs: Sequence[Document], units: Sequence[Unit], plan: ReadPlan
-    ) -> CandidateCosines | None:
+    def candidates(self, plan: ReadPlan) -> CandidateCosines | None:
         """``candidates``: MiniLM's one pass of the read (:attr:`ReadPlan.minilm`), the cosine
         of every document to the query (title and text; with each sentence's pooled from the
         same pass where the cascade reads them, ``dense`` ``"pooled"``). None where the plan
         runs none."""
         if plan.minilm is None:
             return None
+        query, docs, units = plan.call.query, plan.call.docs, plan.units
         if self.parts.first_pass == "bm25":
             documents = bm25_scores(query, [titled_text(d) for d in docs])
             if plan.minilm == "documents":
@@ -367,33 +385,26 @@ class ContextRead:
             return CandidateCosines(documents=documents, units=sentences)
         return CandidateCosines(documents=document_cosines(query, docs))
 
-    def cut(
-        self,
-        query: str,
-        docs: Sequence[Document],
-        units: Sequence[Unit],
-        plan: ReadPlan,
-        cosines: CandidateCosines | None = None,
-    ) -> Reading:
+    def cut(self, plan: ReadPlan, cosines: CandidateCosines | None = None) -> AttendedContext:
         """``cut``: what attention reads, the cascade's cut of a long context (the plan's
-        sizes) or the whole context; ``cosines``, the ``candidates`` stage's. The weighting and
+        sizes) or the whole context; ``cosines``, the ``candidates`` stage's. The selection and
         the document probe apply where the plan has them and attention reads several documents
         (the probe also wherever the call ranks)."""
         cascade, sizes = self.parts.cascade, plan.sizes
+        docs, units = plan.call.docs, plan.units
         cut = None
         if cascade is not None and sizes is not None:
-            cut = cascade.cut(
-                query, docs, units, sizes, lexical=self.parts.lexical, cosines=cosines
-            )
+            lexical = self.parts.lexical
+            cut = cascade.cut(plan.call.query, docs, units, sizes, lexical=lexical, cosines=cosines)
         if cut is None:
             read_docs, read_units = list(docs), list(units)
             doc_map = list(range(len(docs)))
         else:
             read_docs, read_units = reduced(docs, units, cut.read)
             doc_map = sorted({units[i].doc for i in cut.read})
-        weighting = plan.weighting if len(read_docs) > 1 else None
-        reads_probe = weighting is not None or plan.rank
-        return Reading(
+        selection = plan.selection if len(read_docs) > 1 else None
+        reads_probe = selection is not None or plan.call.rank
+        return AttendedContext(
             docs=docs,
             units=units,
             cut=cut,
@@ -401,72 +412,76 @@ class ContextRead:
             read_units=read_units,
             doc_map=doc_map,
             cosines=cosines,
-            weighting=weighting,
+            selection=selection,
             document_probe=plan.document_probe if reads_probe else None,
         )
 
-    def forward(self, query: str, reading: Reading) -> Forward:
+    def forward(self, plan: ReadPlan, attended: AttendedContext) -> Forward:
         """``forward``: the proxy reads what the cut kept; the sentence probe's keep scores, with
-        the features where the document probe reads them (:attr:`Reading.document_probe`)."""
-        docs, units = reading.read_docs, reading.read_units
+        the features where the document probe reads them
+        (:attr:`AttendedContext.document_probe`)."""
+        query, docs, units = plan.call.query, attended.read_docs, attended.read_units
         scorer = self.parts.scorer
         if not units:
             return Forward(sentence=np.zeros(0), chunks=0, features=None)
-        if reading.document_probe is None or not isinstance(scorer, ProbeScorer):
+        if attended.document_probe is None or not isinstance(scorer, ProbeScorer):
             scores, chunks = scorer.score(query, docs, units)
             return Forward(sentence=scores, chunks=chunks, features=None)
         sentence, features = scorer.score_with_features(query, docs, units)
         return Forward(sentence=sentence, chunks=features.chunks, features=features)
 
-    def document_relevance(self, reading: Reading, forward: Forward) -> DocumentRelevance | None:
+    def document_relevance(
+        self, attended: AttendedContext, forward: Forward
+    ) -> DocumentRelevance | None:
         """``documents``: the read's document relevance (None where the forward took no
         features): the document probe's attention correction of the documents attention read,
         computed once from the forward's features, with the ``candidates`` stage's MiniLM
-        cosines of every document, for the weighting and the ranking to combine."""
-        features, probe = forward.features, reading.document_probe
+        cosines of every document, for the selection and the ranking to combine."""
+        features, probe = forward.features, attended.document_probe
         if features is None or probe is None:
             return None
         correction = attention_correction(
             probe,
             self.parts.tokenizer(),
-            reading.read_docs,
-            reading.read_units,
+            attended.read_docs,
+            attended.read_units,
             features.names,
             features.matrix,
             features.config,
         )
-        cosines = reading.cosines.documents if reading.cosines is not None else None
+        cosines = attended.cosines.documents if attended.cosines is not None else None
         return DocumentRelevance(
-            probe=probe, correction=correction, read=reading.doc_map, cosines=cosines
+            probe=probe, correction=correction, read=attended.doc_map, cosines=cosines
         )
 
-    def weighting(
+    def selection(
         self,
-        query: str,
-        reading: Reading,
+        plan: ReadPlan,
+        attended: AttendedContext,
         forward: Forward,
         relevance: DocumentRelevance | None,
         prior: np.ndarray | None = None,
-    ) -> Read:
-        """``weighting``: each read sentence's keep score weighs its document's (where a
-        weighting applies; ``prior``, the call's rank prior by input position, blended into the
+    ) -> KeepScores:
+        """``selection``: each read sentence's keep score weighs its document's (where a
+        selection applies; ``prior``, the call's rank prior by input position, blended into the
         document score by :attr:`ReadParts.first_stage_prior`), then every sentence of the call
         gets one: the cut's dropped ones 0, or below every read one (the cut's warning says
         which)."""
         scores = forward.sentence
-        weighting = reading.weighting
-        if weighting is not None and relevance is not None:
-            raw = relevance.of_read(minilm=weighting.reads_minilm)
+        selection = attended.selection
+        if selection is not None and relevance is not None:
+            raw = relevance.of_read(minilm=selection.reads_minilm)
             if prior is not None and self.parts.first_stage_prior > 0:
-                raw = with_rank_prior(raw, prior[reading.doc_map], self.parts.first_stage_prior)
-            scores = weighting.weigh(query, reading.read_docs, reading.read_units, scores, raw)
-        cut, cascade = reading.cut, self.parts.cascade
+                raw = with_rank_prior(raw, prior[attended.doc_map], self.parts.first_stage_prior)
+            read_docs, read_units = attended.read_docs, attended.read_units
+            scores = selection.weigh(plan.call.query, read_docs, read_units, scores, raw)
+        cut, cascade = attended.cut, self.parts.cascade
         if cut is None or cascade is None:  # a cut implies a cascade
-            return Read(scores=scores, chunks=forward.chunks, notes=())
-        dropped = len(reading.units) - len(cut.read)
+            return KeepScores(scores=scores, chunks=forward.chunks, notes=())
+        dropped = len(attended.units) - len(cut.read)
         note = (
             f"the cascade ({cascade.name}) let attention read {len(cut.read)} of "
-            f"{len(reading.units)} sentences; the {dropped} it dropped score "
+            f"{len(attended.units)} sentences; the {dropped} it dropped score "
             + (
                 "below every read sentence, in its first pass's order (the budget is "
                 f"above what attention reads, at most {cascade.ceiling} proxy tokens)"
@@ -474,19 +489,19 @@ class ContextRead:
                 else "0"
             )
         )
-        return Read(scores=cut.fill_scores(scores), chunks=forward.chunks, notes=(note,))
+        return KeepScores(scores=cut.fill_scores(scores), chunks=forward.chunks, notes=(note,))
 
     def ranking(
         self,
-        reading: Reading,
+        attended: AttendedContext,
         relevance: DocumentRelevance | None,
-        read: Read,
+        read: KeepScores,
         args: VerbArgs,
     ) -> tuple[RerankResults, Selected]:
         """``ranking``: the documents ranked from the read (:meth:`document_ranking`), and the
         best ``args.top_n`` of them, in rank order, with their sentences, for the assembly."""
-        ranking = self.document_ranking(reading, relevance, read)
-        docs, units = reading.docs, reading.units
+        ranking = self.document_ranking(attended, relevance, read)
+        docs, units = attended.docs, attended.units
         results = ranked_results(
             docs, ranking.raw, ranking.relevance, args.top_n, f"{self.parts.method}:{ranking.how}"
         )
@@ -494,14 +509,14 @@ class ContextRead:
         position = {d: n for n, d in enumerate(ranked)}
         keep = [k for k, u in enumerate(units) if u.doc in position]
         sub_units = [Unit(position[units[k].doc], units[k].start, units[k].end) for k in keep]
-        sub_read = Read(scores=read.scores[keep], chunks=read.chunks, notes=read.notes)
+        sub_read = KeepScores(scores=read.scores[keep], chunks=read.chunks, notes=read.notes)
         selected = Selected(
             docs=[docs[i] for i in ranked], indices=ranked, units=sub_units, read=sub_read
         )
         return results, selected
 
     def document_ranking(
-        self, reading: Reading, relevance: DocumentRelevance | None, read: Read
+        self, attended: AttendedContext, relevance: DocumentRelevance | None, read: KeepScores
     ) -> Ranking:
         """The documents' scores from the read, by input position.
 
@@ -511,7 +526,7 @@ class ContextRead:
         correction's mean, 0, so it is ranked by MiniLM alone. Without it, a document's best
         sentence keep score."""
         if relevance is None:
-            return best_sentence_ranking(len(reading.docs), reading.units, read.scores)
+            return best_sentence_ranking(len(attended.docs), attended.units, read.scores)
         raw = relevance.of_call()
         return Ranking(raw=raw, relevance=sigmoid(raw), how="document-probe")
 
@@ -545,9 +560,10 @@ __all__ = [
     "STAGES",
     "ContextRead",
     "Forward",
+    "ReadCall",
     "ReadParts",
     "ReadPlan",
-    "Reading",
+    "AttendedContext",
     "Selected",
     "Stage",
     "StageClock",

@@ -8,17 +8,16 @@
 
 The untrained ``attention-raw`` baseline is a lab method (:mod:`ragattn.lab.registry`).
 
-Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them).
+Probe weights load from ``models/<proxy>/<method>.npz`` (``ragattn probe train`` writes them;
+:mod:`ragattn.compress.model_files` finds and loads every model file).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 
-from ragattn.assets import proxy_slug
 from ragattn.blocks import BlockReader
 from ragattn.compress.features import FeatureSet
 from ragattn.compress.probe import Probe
@@ -60,11 +59,6 @@ PROBE_METHODS: Mapping[str, FeatureSet] = MappingProxyType(
     }
 )
 """The feature blocks of each probe method (what ``ragattn probe train`` fits, per name)."""
-
-
-def probe_path(models_dir: Path, proxy: Proxy | str, method: str) -> Path:
-    """Where the probe weights of ``method`` for ``proxy`` (or its name) live."""
-    return models_dir / proxy_slug(proxy) / f"{method}.npz"
 
 
 def _probe(name: str, description: str) -> CompressSpec:
@@ -122,5 +116,4 @@ __all__ = [
     "CompressSpec",
     "ScorerInputs",
     "UnitScorerFactory",
-    "probe_path",
 ]

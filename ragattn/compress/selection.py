@@ -10,7 +10,7 @@ relevance into account at no extra forward:
 
 - ``s``: the sentence probe's log-odds (its keep probability, clipped to ``[1e-6, 1 - 1e-6]``);
 - ``z(d)``: the document probe's score of the sentence's document, z-scored over the call's
-  documents (so neither their number nor their order matters); a weighting fitted with
+  documents (so neither their number nor their order matters); a selection fitted with
   ``document_score="attention"`` reads the probe's attention correction alone, so selection needs
   no MiniLM pass (:data:`DocumentScore`);
 - ``b``: the document's best sentence log-odds minus the call's best (``<= 0``): how far the
@@ -37,7 +37,7 @@ import numpy as np
 
 from ragattn.compress.links import LINK_COLUMNS, link_inputs
 from ragattn.document_probe import zscore_columns
-from ragattn.errors import ConfigError, ModelLoadError
+from ragattn.errors import ConfigError
 from ragattn.lexical import sigmoid
 from ragattn.sentence_attention import Unit
 from ragattn.types import Document
@@ -46,7 +46,7 @@ FORMAT = "ragattn-document-selection/1"
 SELECTION_FILE = "selection.json"
 """The document-aware selection's file name in ``models/<proxy>/``."""
 COLUMNS: tuple[str, ...] = ("sentence_logit", "document_z", "best_gap")
-"""The three inputs every combination reads, first in :attr:`DocumentWeighting.weights`."""
+"""The three inputs every combination reads, first in :attr:`DocumentSelection.weights`."""
 LINKED_COLUMNS: tuple[str, ...] = COLUMNS + LINK_COLUMNS
 """The inputs of a combination that also reads the title links."""
 CLIP = 1e-6
@@ -55,7 +55,7 @@ DocumentScore = Literal["probe", "attention"]
 """The document input ``z(d)`` of a combination: ``probe``, the document probe's score (the MiniLM
 cosine plus the attention correction, :func:`ragattn.document_probe.score_documents`);
 ``attention``, the attention correction alone, which needs no MiniLM pass over the passages. A
-weighting records the one it was fitted on (``config["document_score"]``; files written before
+selection records the one it was fitted on (``config["document_score"]``; files written before
 the choice existed read ``probe``)."""
 DOCUMENT_SCORES: tuple[DocumentScore, ...] = ("probe", "attention")
 
@@ -157,7 +157,7 @@ def combination_inputs(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DocumentWeighting:
+class DocumentSelection:
     """The fitted combination (weights over :data:`COLUMNS`, in log-odds per unit of each input).
 
     ``config`` records what it was fitted on (sources, question counts, grouped-CV recall) and
@@ -172,14 +172,14 @@ class DocumentWeighting:
     def __post_init__(self) -> None:
         if self.columns not in (COLUMNS, LINKED_COLUMNS) or len(self.weights) != len(self.columns):
             raise ConfigError(
-                f"a document weighting needs one weight per column of {COLUMNS} or "
+                f"a document-aware selection needs one weight per column of {COLUMNS} or "
                 f"{LINKED_COLUMNS}; got {len(self.weights)} over {self.columns}"
             )
         self.document_score  # noqa: B018  # refuses an unknown input at construction
 
     @property
     def document_score(self) -> DocumentScore:
-        """The document input this weighting was fitted on (:data:`DocumentScore`)."""
+        """The document input this selection was fitted on (:data:`DocumentScore`)."""
         return check_document_score(str(self.config.get("document_score", "probe")))
 
     @property
@@ -194,7 +194,7 @@ class DocumentWeighting:
 
     @property
     def method(self) -> str:
-        """The compress method whose sentence probabilities this weighting combines."""
+        """The compress method whose sentence probabilities this selection combines."""
         return str(self.config.get("method", "sentinel"))
 
     def combine(
@@ -215,7 +215,7 @@ class DocumentWeighting:
         x = combination_inputs(probabilities, unit_docs, document_scores)
         if self.uses_links:
             if links is None:
-                raise ValueError("this weighting reads the title links: pass links=")
+                raise ValueError("this selection reads the title links: pass links=")
             x = np.concatenate([x, np.asarray(links, dtype=np.float64)], axis=1)
         return sigmoid(x @ np.asarray(self.weights) + self.bias)
 
@@ -242,7 +242,7 @@ class DocumentWeighting:
         Path(path).write_text(json.dumps(payload, indent=2) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> DocumentWeighting:
+    def load(cls, path: str | Path) -> DocumentSelection:
         """Raises ConfigError for a file of another format or other columns."""
         data = json.loads(Path(path).read_text())
         columns = tuple(data.get("columns", ()))
@@ -259,26 +259,6 @@ class DocumentWeighting:
         )
 
 
-def selection_path(models_dir: Path, proxy_slug: str) -> Path:
-    """Where the document-aware selection of a proxy lives."""
-    return models_dir / proxy_slug / SELECTION_FILE
-
-
-def load_weighting(models_dir: Path, proxy_slug: str) -> DocumentWeighting:
-    """The proxy's document-aware selection.
-
-    Raises:
-        ModelLoadError: there is none.
-    """
-    path = selection_path(models_dir, proxy_slug)
-    if not path.is_file():
-        raise ModelLoadError(
-            f"no document-aware selection for proxy {proxy_slug!r} at {path}; fit it with: "
-            "ragattn probe train --kind selection"
-        )
-    return DocumentWeighting.load(path)
-
-
 __all__ = [
     "COLUMNS",
     "DEFAULT_FIRST_STAGE_PRIOR",
@@ -287,14 +267,12 @@ __all__ = [
     "SELECTIONS",
     "SELECTION_FILE",
     "DocumentScore",
-    "DocumentWeighting",
+    "DocumentSelection",
     "Selection",
     "check_document_score",
     "check_first_stage_prior",
     "check_selection",
     "combination_inputs",
-    "load_weighting",
     "logit",
-    "selection_path",
     "with_rank_prior",
 ]

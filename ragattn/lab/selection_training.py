@@ -32,14 +32,14 @@ from tqdm import tqdm
 from ragattn.assets import proxy_slug
 from ragattn.compress.budget import Budget, select
 from ragattn.compress.links import link_inputs
+from ragattn.compress.model_files import probe_path
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import probe_path
 from ragattn.compress.selection import (
     COLUMNS,
     LINKED_COLUMNS,
     SELECTION_FILE,
     DocumentScore,
-    DocumentWeighting,
+    DocumentSelection,
     combination_inputs,
 )
 from ragattn.document_probe import DocumentProbe, document_probe_path, score_documents
@@ -246,7 +246,7 @@ def fit_selection(
     """Build the rows (resumable extraction), cross-validate, fit on every question, write
     ``selection.json`` and the card section; returns the card text. ``models_dir`` holds the
     sentence probe of ``method`` and the document probe that the rows are read with;
-    ``document_score`` is the document input the weighting is fitted on (and reads at run
+    ``document_score`` is the document input the selection is fitted on (and reads at run
     time, :data:`~ragattn.compress.selection.DocumentScore`)."""
     slug = proxy_slug(proxy)
     sentence_probe = Probe.load(probe_path(models_dir, proxy.name, method))
@@ -284,12 +284,12 @@ def fit_selection(
         "musique_rule": MUSIQUE_RULE,
         "command": command,
     }
-    weighting = DocumentWeighting(
+    selection = DocumentSelection(
         weights=tuple(float(v) for v in w), bias=b, config=config, columns=columns
     )
     out_dir.mkdir(parents=True, exist_ok=True)
-    weighting.save(out_dir / SELECTION_FILE)
-    card = _card(proxy, weighting, counts, positives, cv, command)
+    selection.save(out_dir / SELECTION_FILE)
+    card = _card(proxy, selection, counts, positives, cv, command)
     replace_card_section(
         out_dir / "README.md", f"{CARD_START}\n{card}{CARD_END}", CARD_START, CARD_END
     )
@@ -298,7 +298,7 @@ def fit_selection(
 
 def _card(
     proxy: Proxy,
-    weighting: DocumentWeighting,
+    selection: DocumentSelection,
     counts: Mapping[str, int],
     positives: Mapping[str, int],
     cv: Mapping[str, Mapping[str, float]],
@@ -306,27 +306,27 @@ def _card(
 ) -> str:
     pct = int(BUDGET * 100)
     weights = ", ".join(
-        f"{n} {v:+.3f}" for n, v in zip(weighting.columns, weighting.weights, strict=True)
+        f"{n} {v:+.3f}" for n, v in zip(selection.columns, selection.weights, strict=True)
     )
     gain = 100 * (cv["links"]["macro"] - cv["documents"]["macro"])
-    verdict = "so they are read" if weighting.uses_links else "so they are not read"
+    verdict = "so they are read" if selection.uses_links else "so they are not read"
     lines = [
         f"# Document-aware selection for `{proxy.name}` (`{SELECTION_FILE}`, method "
-        f"`{weighting.method}`)",
+        f"`{selection.method}`)",
         "",
         f"Written by `{command}` on {dt.date.today().isoformat()}.",
         "With several documents, a sentence's keep score is `sigmoid(w . x + bias)` over its "
         "sentence probe's log-odds, its document's "
         + (
             "document-probe score (MiniLM cosine plus attention; "
-            if weighting.reads_minilm
+            if selection.reads_minilm
             else "attention correction alone (no MiniLM pass; "
         )
         + "z-scored over the call's documents) and its document's best sentence log-odds "
         "minus the call's best (`ragattn/compress/selection.py`), and optionally the two "
         "title links of `ragattn/compress/links.py`. One document keeps the sentence probe's "
         "score.",
-        f"Weights: {weights}; bias {weighting.bias:+.3f}; L2 C = {C}.",
+        f"Weights: {weights}; bias {selection.bias:+.3f}; L2 C = {C}.",
         f"Title links: {gain:+.1f} points of CV macro recall (read only at >= "
         f"{100 * LINK_GAIN:.0f}), {verdict}.",
         f"MuSiQue sentence labels: {MUSIQUE_RULE}",

@@ -189,7 +189,7 @@ class PruningOut(Struct):
 
 StageSecondsOut = dict[str, float]
 """Where a fresh answer's time went: each stage of the compressor's read (``sentences``,
-``candidates``, ``cut``, ``forward``, ``documents``, ``weighting``, ``ranking``, ``assembly``; see
+``candidates``, ``cut``, ``forward``, ``documents``, ``selection``, ``ranking``, ``assembly``; see
 :mod:`ragattn.compress.read`) and its wall-clock seconds on the model thread, in the order the
 stages ran. Only in an answer computed for this request: a cache hit has none."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragattn.assemble import CompressorFactory, compressor_factory
+from ragattn.composition import CompressorFactory, compressor_factory
 from ragattn.settings import Settings
 
 
@@ -33,7 +33,7 @@ def test_the_service_factory_passes_the_selection_on(proxy: Any) -> None:
     assert _factory()(proxy, None).selection == "documents"
     plain = _factory(0, "sentences")(proxy, "sentinel")
     assert plain.selection == "sentences"
-    assert plain.document_weighting() is None
+    assert plain.document_selection() is None
 
 
 def test_the_service_factory_passes_the_cascade_on(proxy: Any) -> None:

@@ -90,7 +90,7 @@ def test_attention_only_scores_are_the_correction_and_never_run_minilm(
     """``minilm=False`` returns the attention correction alone, without embedding a passage;
     the full score is the correction plus the weighted z-score of MiniLM's cosines."""
     import ragattn.document_probe as document_probe
-    import ragattn.lexical as lexical
+    import ragattn.embed as embed
 
     docs = [Document(text="Paris is the capital. It is big."), Document(text="Rome is old.")]
     units = [
@@ -106,12 +106,12 @@ def test_attention_only_scores_are_the_correction_and_never_run_minilm(
         raise AssertionError("MiniLM ran")
 
     monkeypatch.setattr(document_probe, "unit_widths", lambda *_: widths)
-    monkeypatch.setattr(lexical, "dense_scores", no_minilm)
+    monkeypatch.setattr(embed, "dense_scores", no_minilm)
     only = score_documents(
         probe, proxy.tokenizer, "q", docs, units, names, matrix, CONFIG, minilm=False
     )
     np.testing.assert_allclose(only, probe.correction(pooled_names, pooled, CONFIG))
-    monkeypatch.setattr(lexical, "dense_scores", lambda *_: np.array([0.9, 0.1]))
+    monkeypatch.setattr(embed, "dense_scores", lambda *_: np.array([0.9, 0.1]))
     full = score_documents(probe, proxy.tokenizer, "q", docs, units, names, matrix, CONFIG)
     np.testing.assert_allclose(full, only + 1.5 * np.array([1.0, -1.0]))
 
@@ -214,15 +214,15 @@ def test_an_attention_only_selection_runs_no_minilm_and_keeps_the_ranking(
     pass over the passages; ``rerank_and_compress`` still ranks with the full document probe."""
     import shutil
 
-    import ragattn.lexical as lexical
+    import ragattn.embed as embed
     from ragattn import Compressor
     from ragattn.assets import default_models_dir
-    from ragattn.compress.selection import DocumentWeighting
+    from ragattn.compress.selection import DocumentSelection
 
     models = tmp_path / "models"
     shutil.copytree(default_models_dir() / "smollm2-135m", models / "smollm2-135m")
-    packaged = DocumentWeighting.load(models / "smollm2-135m" / "selection.json")
-    DocumentWeighting(
+    packaged = DocumentSelection.load(models / "smollm2-135m" / "selection.json")
+    DocumentSelection(
         weights=packaged.weights,
         bias=packaged.bias,
         config={**packaged.config, "document_score": "attention"},
@@ -231,15 +231,15 @@ def test_an_attention_only_selection_runs_no_minilm_and_keeps_the_ranking(
     query = "What is the capital of France?"
     default = Compressor(proxy, cascade=None)
     attention = Compressor(proxy, models_dir=models, cascade=None)
-    weighting = attention.document_weighting()
-    assert weighting is not None and not weighting.reads_minilm
+    selection = attention.document_selection()
+    assert selection is not None and not selection.reads_minilm
     expected, _ = default.rerank_and_compress(query, DOCS, ratio=0.5)
 
     def no_minilm(*_: Any) -> np.ndarray:
         raise AssertionError("MiniLM ran")
 
     with monkeypatch.context() as patch:
-        patch.setattr(lexical, "dense_scores", no_minilm)
+        patch.setattr(embed, "dense_scores", no_minilm)
         out = attention.compress(query, DOCS, ratio=0.5)
     assert out.documents and out.compressed_tokens < out.origin_tokens
     ranked, _ = attention.rerank_and_compress(query, DOCS, ratio=0.5)

@@ -64,7 +64,7 @@ LAYERS: dict[str, int] = {
     "ragattn.retrieve": 3,
     # 4: composition; the package facade re-exports from here and below
     "ragattn": 4,
-    "ragattn.assemble": 4,
+    "ragattn.composition": 4,
     "ragattn.batch": 4,
     "ragattn.cache": 4,
     "ragattn.client": 4,

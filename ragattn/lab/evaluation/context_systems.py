@@ -179,8 +179,8 @@ class ContextSystems:
     @staticmethod
     def _cold() -> None:
         """Forget the MiniLM vectors and the sentence splits of earlier calls: the reranker, the
-        lexical probe and the document weighting embed and split the same texts, and each system
-        is timed as if alone."""
+        lexical probe and the document-aware selection embed and split the same texts, and each
+        system is timed as if alone."""
         from ragattn.embed import shared_embedder
         from ragattn.sentences import clear_split_cache
 

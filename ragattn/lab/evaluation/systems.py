@@ -18,9 +18,8 @@ from ragattn.blocks import BlockReader
 from ragattn.compress import Compressor
 from ragattn.compress.features import SentenceFeatures, Unit, sentence_features
 from ragattn.compress.focal import focal_scores
+from ragattn.compress.model_files import ModelFiles, probe_path
 from ragattn.compress.probe import Probe
-from ragattn.compress.registry import probe_path
-from ragattn.compress.selection import load_weighting
 from ragattn.document_probe import load_document_probe, score_documents
 from ragattn.lab.evaluation.datasets import Passage, RerankQuery
 from ragattn.lab.feature_store import FeatureStore
@@ -149,7 +148,7 @@ class DocumentAwareSystem:
         folder = models_dir or default_models_dir()
         self.sentences = ProbeSystem(cache, method, folder)
         self.document_probe = load_document_probe(folder, proxy_slug(cache.proxy))
-        self.weighting = load_weighting(folder, proxy_slug(cache.proxy))
+        self.selection = ModelFiles(folder, proxy_slug(cache.proxy)).required_selection()
 
     def score(self, question: str, passages: Sequence[Passage]) -> list[np.ndarray]:
         cache = self.sentences.cache
@@ -165,9 +164,9 @@ class DocumentAwareSystem:
             feats.names,
             feats.matrix,
             feats.config,
-            minilm=self.weighting.reads_minilm,
+            minilm=self.selection.reads_minilm,
         )
-        combined = self.weighting.weigh(question, docs, units, probability, raw)
+        combined = self.selection.weigh(question, docs, units, probability, raw)
         return _unflatten(combined, passages)
 
 

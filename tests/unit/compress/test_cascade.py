@@ -12,8 +12,8 @@ import pytest
 from ragattn.compress import Compressor
 from ragattn.compress.cascade import Cascade, keep_by_tokens, keep_linked, named_documents
 from ragattn.document_probe import CandidateCosines
+from ragattn.embed import document_cosines
 from ragattn.errors import InvalidInputError
-from ragattn.lexical import document_cosines
 from ragattn.sentence_attention import Unit
 from ragattn.types import Document
 
@@ -93,19 +93,19 @@ def test_a_cut_read_weighs_its_documents_by_their_whole_text(
 ) -> None:
     """Under a cut, the document-aware selection reads each document's MiniLM cosine over its
     whole text, the pass the ranking makes anyway, not a second pass over the cut documents."""
-    import ragattn.lexical as lexical
+    import ragattn.embed as embed
 
     cascade = Cascade(min_tokens=16, keep=0.5, scorer="bm25", min_room=1.0)
     compressor = Compressor(proxy, cascade=cascade)
-    assert compressor.document_weighting() is not None
+    assert compressor.document_selection() is not None
     seen: list[list[str]] = []
-    real = lexical.dense_scores
+    real = embed.dense_scores
 
     def recorded(query: str, texts: list[str]) -> Any:
         seen.append(list(texts))
         return real(query, texts)
 
-    monkeypatch.setattr(lexical, "dense_scores", recorded)
+    monkeypatch.setattr(embed, "dense_scores", recorded)
     out = compressor.compress(QUERY, FACTS, ratio=0.2)
     assert any(w.startswith("the cascade") for w in out.warnings)
     assert seen == [FACTS]  # the whole documents, once
@@ -194,7 +194,7 @@ def test_a_pooled_cut_runs_no_minilm_forward_over_a_sentence_alone(
         result = compressor.compress(query, docs, ratio=0.1)
         assert result.compressed_tokens <= 0.1 * result.origin_tokens
         assert "1889" in result.compressed_text
-        assert whole <= set(seen)  # the document pass (the precut's ranking, the weighting)
+        assert whole <= set(seen)  # the document pass (the precut's ranking, the selection)
         alone[dense] = [t for t in seen if t not in whole and t != query]
         monkeypatch.undo()
     assert alone["pooled"] == []
@@ -382,7 +382,7 @@ def test_a_document_the_cascade_drops_whole_is_ranked_by_minilm_alone(proxy: Any
     """Under a cut, every document keeps a rank: the document probe's MiniLM term over all of
     them, plus the attention correction where attention read the document (0 elsewhere)."""
     from ragattn.document_probe import zscore_columns
-    from ragattn.lexical import dense_scores
+    from ragattn.embed import dense_scores
 
     cascade = Cascade(min_tokens=16, keep=0.2, scorer="bm25", min_room=1.0)
     compressor = Compressor(proxy, cascade=cascade)
@@ -524,7 +524,7 @@ def test_pooled_cosines_keep_the_document_cosines_and_encode_far_sentences_alone
     """The document pass's cosines are :func:`document_cosines`' bit for bit; a sentence past
     MiniLM's window is scored as if encoded alone (``dense_scores``)."""
     from ragattn.document_probe import document_and_unit_cosines, document_cosines
-    from ragattn.lexical import dense_scores
+    from ragattn.embed import dense_scores
     from ragattn.sentences import split_sentences
 
     long_text = " ".join(f"Item {i} of the list is a red brick house." for i in range(60))

@@ -15,7 +15,7 @@ from ragattn.compress.links import (
     link_pattern,
     title_pattern,
 )
-from ragattn.compress.selection import COLUMNS, LINKED_COLUMNS, DocumentWeighting
+from ragattn.compress.selection import COLUMNS, LINKED_COLUMNS, DocumentSelection
 from ragattn.errors import ConfigError
 from ragattn.sentence_attention import Unit
 from ragattn.types import Document
@@ -94,7 +94,7 @@ def test_links_do_not_depend_on_document_order() -> None:
     np.testing.assert_array_equal(b, original)
 
 
-LINKED = DocumentWeighting(
+LINKED = DocumentSelection(
     weights=(1.0, 0.5, 0.0, 1.0, 4.0),
     bias=-1.0,
     config={"method": "sentinel"},
@@ -102,30 +102,30 @@ LINKED = DocumentWeighting(
 )
 
 
-def test_a_linked_weighting_lifts_the_named_bridge_document() -> None:
+def test_a_linked_selection_lifts_the_named_bridge_document() -> None:
     """Equal sentence and document scores: the document another's sentence names ranks first."""
     docs = [DOCS[1], DOCS[0]]  # Walter Lang, then The Blue Bird (which names Walter Lang)
     units = _units(docs)
     probs = np.full(len(units), 0.5)
     probs[1] = 0.9  # "It was directed by Walter Lang" is a confident sentence
     scores = LINKED.weigh("Who directed it?", docs, units, probs, np.array([0.0, 0.0]))
-    plain = DocumentWeighting(weights=(1.0, 0.5, 0.0), bias=-1.0, config={"method": "sentinel"})
+    plain = DocumentSelection(weights=(1.0, 0.5, 0.0), bias=-1.0, config={"method": "sentinel"})
     base = plain.weigh("Who directed it?", docs, units, probs, np.array([0.0, 0.0]))
     lang = [i for i, u in enumerate(units) if u.doc == 0]
     assert (scores[lang] > base[lang]).all()
 
 
-def test_a_linked_weighting_round_trips_and_needs_links(tmp_path: Path) -> None:
+def test_a_linked_selection_round_trips_and_needs_links(tmp_path: Path) -> None:
     path = tmp_path / "selection.json"
     LINKED.save(path)
-    back = DocumentWeighting.load(path)
+    back = DocumentSelection.load(path)
     assert back == LINKED and back.uses_links
     with pytest.raises(ValueError, match="links"):
         LINKED.combine(np.array([0.5, 0.5]), [0, 1], np.array([0.0, 1.0]))
     with pytest.raises(ConfigError):
-        DocumentWeighting(weights=(1.0, 2.0), bias=0.0, columns=COLUMNS)
+        DocumentSelection(weights=(1.0, 2.0), bias=0.0, columns=COLUMNS)
     with pytest.raises(ConfigError):
-        DocumentWeighting(weights=(1.0,) * 4, bias=0.0, columns=COLUMNS + ("x",))
+        DocumentSelection(weights=(1.0,) * 4, bias=0.0, columns=COLUMNS + ("x",))
 
 
 @pytest.mark.parametrize(

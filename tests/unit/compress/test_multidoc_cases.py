@@ -43,7 +43,7 @@ def _score_of(result: Any, sentence: str) -> float:
 
 def test_the_default_compressor_is_document_aware(sentinel: Compressor) -> None:
     assert sentinel.selection == "documents"
-    assert sentinel.document_weighting() is not None
+    assert sentinel.document_selection() is not None
 
 
 KNOWN_MISSES = {
@@ -179,5 +179,5 @@ def test_sentences_selection_keeps_the_sentence_probes_scores(proxy: Any) -> Non
     probe_scores, _ = plain.score_units(case["query"], prepared_docs, units)
     plain_scores = [s for d in p.documents for s in d.sentence_scores]
     assert plain_scores == pytest.approx(list(probe_scores), abs=1e-12)
-    assert plain.document_weighting() is None
+    assert plain.document_selection() is None
     assert plain_scores != pytest.approx([s for d in a.documents for s in d.sentence_scores])

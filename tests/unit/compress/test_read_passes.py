@@ -1,5 +1,5 @@
 """Each model's passes per read (issue 62): MiniLM encodes each document and each sentence at most
-once per call, and the document probe's attention correction is computed once, for the weighting,
+once per call, and the document probe's attention correction is computed once, for the selection,
 the ranking and the documents stage together, whichever verb, cut or cascade. Real forwards of the
 packaged proxy and MiniLM (its LRU off, so every encode is a forward); the wrappers only count."""
 
@@ -14,6 +14,7 @@ import pytest
 
 from ragattn.compress import Cascade, Compressor
 from ragattn.compress.cascade import DEFAULT_CASCADE
+from ragattn.compress.read import ReadCall
 from ragattn.contract import VerbArgs
 from ragattn.document_probe import DocumentProbe
 from ragattn.embed import shared_embedder
@@ -79,11 +80,12 @@ def test_minilm_reads_each_text_once_and_the_correction_is_computed_once(
     encoded, corrections = _counted(monkeypatch)
     read = compressors[cascade]._context_read()
     args = VerbArgs.check(verb, {"ratio": 0.05})  # type: ignore[arg-type]
-    ranked, out = read.run(QUERY, docs, args, rank=verb == "rerank_compress")
+    call = ReadCall(query=QUERY, docs=docs, args=args, rank=verb == "rerank_compress")
+    ranked, out = read.run(call)
     assert out.compressed_tokens < out.origin_tokens
     texts = Counter(t for t in encoded if t != QUERY)
     assert all(n == 1 for n in texts.values()), texts.most_common(3)
-    # the document probe is read where a ranking or a weighting (several documents) reads it
+    # the document probe is read where a ranking or a selection (several documents) reads it
     assert len(corrections) == (1 if ranked is not None or n_docs > 1 else 0)
     if ranked is not None and n_docs > 1:
         assert docs[ranked[0].index].title == "Eiffel Tower"

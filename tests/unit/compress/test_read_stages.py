@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from ragattn.compress import Cascade, Compressor
-from ragattn.compress.read import STAGES, ContextRead, StageClock
+from ragattn.compress.read import STAGES, ContextRead, ReadCall, StageClock
 from ragattn.contract import VerbArgs
-from ragattn.lexical import titled_text
+from ragattn.embed import titled_text
 from ragattn.types import Budget, Document
 
 QUERY = "Who designed the Eiffel Tower and when was it completed?"
@@ -76,7 +76,7 @@ def test_the_stages_are_one_ordered_vocabulary() -> None:
         "cut",
         "forward",
         "documents",
-        "weighting",
+        "selection",
         "ranking",
         "assembly",
     )
@@ -139,8 +139,9 @@ def test_the_timer_changes_nothing(
     args = _args(verb, **kw)
     rank = verb == "rerank_compress"
     parts = compressor._context_read().parts
-    timed = ContextRead(parts).run(QUERY, DOCS, args, rank=rank)
-    faked = ContextRead(parts, clock=ticking()).run(QUERY, DOCS, args, rank=rank)
+    call = ReadCall(query=QUERY, docs=DOCS, args=args, rank=rank)
+    timed = ContextRead(parts).run(call)
+    faked = ContextRead(parts, clock=ticking()).run(call)
     assert _plain(timed[1]) == _plain(faked[1])
     assert timed == faked  # stage_seconds is no part of a result's equality
     if rank:
@@ -159,7 +160,7 @@ def test_the_timer_changes_nothing(
 
 
 def test_context_scores_are_the_reads_keep_scores(cutting: Compressor) -> None:
-    """The untimed stages ``cut`` to ``weighting`` (the lab's entry) score as the timed read."""
+    """The untimed stages ``cut`` to ``selection`` (the lab's entry) score as the timed read."""
     out = cutting.compress(QUERY, DOCS, ratio=0.4)
     docs, units = cutting._prepare(QUERY, DOCS)
     scores, _, notes = cutting.context_scores(QUERY, docs, units, Budget(kind="ratio", value=0.4))
@@ -212,9 +213,8 @@ def test_minilm_reads_every_candidate_once_in_the_candidates_stage(
 
     read = ContextRead(parts)
     monkeypatch.setattr("ragattn.compress.read.StageClock", Clock)
-    ranked, out = read.run(
-        QUERY, docs, _args("rerank_compress" if rank else "compress", ratio=0.05), rank=rank
-    )
+    args = _args("rerank_compress" if rank else "compress", ratio=0.05)
+    ranked, out = read.run(ReadCall(query=QUERY, docs=docs, args=args, rank=rank))
     assert any("the cascade" in w for w in out.warnings)  # the precut path ran
     assert "1889" in out.compressed_text
     counts = {t: seen.count(t) for t in whole}

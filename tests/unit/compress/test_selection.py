@@ -8,12 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ragattn.compress.model_files import ModelFiles
 from ragattn.compress.selection import (
     COLUMNS,
-    DocumentWeighting,
+    DocumentSelection,
     check_selection,
     combination_inputs,
-    load_weighting,
     logit,
 )
 from ragattn.errors import ConfigError, ModelLoadError
@@ -21,7 +21,7 @@ from ragattn.errors import ConfigError, ModelLoadError
 PROBS = np.array([0.9, 0.2, 0.6, 0.6, 0.1])
 DOCS = [0, 0, 1, 1, 2]
 DOC_SCORES = np.array([2.0, -1.0, 0.5])
-WEIGHTING = DocumentWeighting(weights=(1.0, 1.5, 0.5), bias=-0.2, config={"method": "sentinel"})
+SELECTION = DocumentSelection(weights=(1.0, 1.5, 0.5), bias=-0.2, config={"method": "sentinel"})
 
 
 def test_inputs_are_the_logit_the_documents_z_score_and_the_best_gap() -> None:
@@ -37,7 +37,7 @@ def test_inputs_are_the_logit_the_documents_z_score_and_the_best_gap() -> None:
 
 def test_the_relevant_documents_sentence_wins_a_tie() -> None:
     """Two sentences with the same probe score: the one in the better document ranks first."""
-    combined = WEIGHTING.combine(np.array([0.5, 0.5]), [0, 1], np.array([-1.0, 3.0]))
+    combined = SELECTION.combine(np.array([0.5, 0.5]), [0, 1], np.array([-1.0, 3.0]))
     assert combined[1] > combined[0]
 
 
@@ -46,14 +46,14 @@ def test_document_order_does_not_change_any_sentences_score() -> None:
     new_docs = [perm.index(d) for d in DOCS]
     new_scores = DOC_SCORES[perm]
     np.testing.assert_allclose(
-        WEIGHTING.combine(PROBS, DOCS, DOC_SCORES),
-        WEIGHTING.combine(PROBS, new_docs, new_scores),
+        SELECTION.combine(PROBS, DOCS, DOC_SCORES),
+        SELECTION.combine(PROBS, new_docs, new_scores),
     )
 
 
 def test_one_document_keeps_the_sentence_scores() -> None:
     probs = np.array([0.3, 0.8, 0.5])
-    np.testing.assert_array_equal(WEIGHTING.combine(probs, [0, 0, 0], np.array([1.7])), probs)
+    np.testing.assert_array_equal(SELECTION.combine(probs, [0, 0, 0], np.array([1.7])), probs)
 
 
 def test_logit_is_finite_at_zero_and_one() -> None:
@@ -62,24 +62,24 @@ def test_logit_is_finite_at_zero_and_one() -> None:
 
 def test_save_and_load_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "selection.json"
-    WEIGHTING.save(path)
-    back = DocumentWeighting.load(path)
-    assert back == WEIGHTING
+    SELECTION.save(path)
+    back = DocumentSelection.load(path)
+    assert back == SELECTION
 
 
 def test_a_file_of_other_columns_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "selection.json"
-    WEIGHTING.save(path)
+    SELECTION.save(path)
     data = json.loads(path.read_text())
     data["columns"] = ["sentence_logit", "something_else", "best_gap"]
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="columns|selection"):
-        DocumentWeighting.load(path)
+        DocumentSelection.load(path)
 
 
 def test_a_missing_file_says_how_to_fit_it(tmp_path: Path) -> None:
     with pytest.raises(ModelLoadError, match="probe train --kind selection"):
-        load_weighting(tmp_path, "smollm2-135m")
+        ModelFiles(tmp_path, "smollm2-135m").required_selection()
 
 
 def test_unknown_selection_is_refused() -> None:
@@ -103,9 +103,9 @@ def test_recall_at_budget_keeps_units_as_the_compressor_does() -> None:
 
 
 def test_the_document_input_is_recorded_and_checked(tmp_path: Path) -> None:
-    """A weighting reads the input it was fitted on; files from before the choice read ``probe``."""
-    assert WEIGHTING.document_score == "probe" and WEIGHTING.reads_minilm
-    attention = DocumentWeighting(
+    """A selection reads the input it was fitted on; files from before the choice read ``probe``."""
+    assert SELECTION.document_score == "probe" and SELECTION.reads_minilm
+    attention = DocumentSelection(
         weights=(1.0, 1.5, 0.5),
         bias=-0.2,
         config={"method": "sentinel", "document_score": "attention"},
@@ -113,6 +113,6 @@ def test_the_document_input_is_recorded_and_checked(tmp_path: Path) -> None:
     assert attention.document_score == "attention" and not attention.reads_minilm
     path = tmp_path / "selection.json"
     attention.save(path)
-    assert DocumentWeighting.load(path).document_score == "attention"
+    assert DocumentSelection.load(path).document_score == "attention"
     with pytest.raises(ConfigError, match="probe, attention"):
-        DocumentWeighting(weights=(1.0, 1.5, 0.5), bias=0.0, config={"document_score": "bm25"})
+        DocumentSelection(weights=(1.0, 1.5, 0.5), bias=0.0, config={"document_score": "bm25"})

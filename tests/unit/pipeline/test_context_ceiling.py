@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from ragattn.compress import Compressor
-from ragattn.compress.read import ContextRead, Reading
+from ragattn.compress.read import AttendedContext, ContextRead
 from ragattn.generate import GeneratedAnswer
 from ragattn.pipeline import PipelineOptions, RAGPipeline
 from ragattn.types import DEFAULT_MAX_CONTEXT_TOKENS
@@ -67,12 +67,12 @@ def pipeline(proxy: Any, tmp_path_factory: pytest.TempPathFactory) -> RAGPipelin
 
 def _read(
     pipeline: RAGPipeline, tokenizer: Any, top_k: int, monkeypatch: pytest.MonkeyPatch
-) -> tuple[Any, Reading, int]:
+) -> tuple[Any, AttendedContext, int]:
     """The one read of ``top_k`` candidates under the default options: the prepared context,
     what the ``cut`` stage let attention read, and its tokens in ``tokenizer``."""
-    readings: list[Reading] = []
+    readings: list[AttendedContext] = []
 
-    def watched(self: ContextRead, *args: Any, **kwargs: Any) -> Reading:
+    def watched(self: ContextRead, *args: Any, **kwargs: Any) -> AttendedContext:
         reading = _CUT(self, *args, **kwargs)
         readings.append(reading)
         return reading

@@ -235,7 +235,7 @@ def places(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]
     from ragattn.assets import packaged_models_dir
     from ragattn.retrieve import Index
 
-    root = tmp_path_factory.mktemp("assemble")
+    root = tmp_path_factory.mktemp("composition")
     for name in ("index", "index2"):
         Index.build(CORPUS, root / name, dense=False, chunk_words=None)
     models = root / "models"

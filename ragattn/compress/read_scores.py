@@ -1,9 +1,9 @@
-"""What one read of a call's context gives the :class:`~ragattn.compress.Compressor`.
+"""The scores one read of a call's context gives the :class:`~ragattn.compress.Compressor`.
 
 A read (:mod:`ragattn.compress.read`, stage by stage) is the cascade's cut
-(:mod:`ragattn.compress.cascade`), then one proxy forward over what it kept: keep scores per
-sentence (:class:`Read`) and, for the one read that also ranks, the documents' scores from the
-same forward (:class:`Ranking`).
+(:mod:`ragattn.compress.cascade`: :func:`reduced` is the context it lets attention read), then one
+proxy forward over what it kept: keep scores per sentence (:class:`KeepScores`) and, for the one
+read that also ranks, the documents' scores from the same forward (:class:`Ranking`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ class Ranking:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Read:
-    """One read of a call's context: keep scores in [0, 1] per sentence (0 where the cascade
+class KeepScores:
+    """The sentences' keep scores of one read: in [0, 1] per sentence (0 where the cascade
     dropped it), proxy chunks read and warning notes (the ranking of the same read is the
     ``ranking`` stage's :class:`Ranking`)."""
 
@@ -78,4 +78,4 @@ def reduced(
     return out_docs, [spans[i] for i in read]
 
 
-__all__ = ["Ranking", "RankingSource", "Read", "best_sentence_ranking", "reduced"]
+__all__ = ["KeepScores", "Ranking", "RankingSource", "best_sentence_ranking", "reduced"]
