@@ -35,15 +35,17 @@ GERMAN = (
     2,
 )
 CHINESE = (
-    "鲁迅的小说《狂人日记》发表在哪一本杂志上？",
+    "黄山的最高峰叫什么名字？",
     [
-        "鲁迅是中国现代文学的奠基人之一，他的作品影响了几代读者。",
-        "小说是一种叙事文学体裁，通过人物和情节反映社会生活。",
-        "The magazine published many short stories and essays by young writers of the time.",
-        "《狂人日记》于1918年发表在《新青年》杂志上，是中国第一篇白话小说。",
+        "黄山的最高峰是莲花峰，海拔一千八百六十四米。",
+        "The highest peak of the mountain is famous for its pine trees and sea of clouds.",
+        "中国有许多名山，每年都有大量游客前来登山和观光。",
+        "安徽省位于中国东部，有丰富的历史文化。",
     ],
-    3,
+    0,
 )
+"""The English MiniLM ranks the third paragraph (famous mountains) above the answer; BM25's
+character bigrams (黄山, 最高, 高峰) find it."""
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +83,12 @@ def test_a_call_not_in_english_is_ranked_by_the_multilingual_method(
     assert default.multilingual_reranker.method == MULTILINGUAL_METHOD
     # the scores of :meth:`Reranker.score` are the same engine's
     assert int(np.argmax(default.score(query, docs).raw)) == answer
+
+
+def test_the_chinese_example_is_one_the_english_minilm_ranks_wrong() -> None:
+    """What the routing changes: today's MiniLM puts a distractor first on ``CHINESE``."""
+    query, docs, answer = CHINESE
+    assert Reranker(multilingual=None).rerank(query, docs)[0].index != answer
 
 
 def test_a_method_of_ones_own_ranks_every_language() -> None:
