@@ -78,12 +78,17 @@ def load_proxy_of(settings: Settings) -> Proxy:
 
 
 def build_reranker(settings: Settings, proxy: Proxy) -> Reranker:
-    """The reranker of ``rerank_method`` (the library's default when unset) on ``proxy``."""
+    """The reranker of ``rerank_method`` (the library's default when unset) on ``proxy``;
+    ``multilingual_proxy`` other than ``auto`` is passed on (``none``: this reranker ranks every
+    language; a proxy: the multilingual rerank method runs on it for calls not in English)."""
     from ragattn.rerank import Reranker
 
+    extra: dict[str, object] = {}
     if settings.rerank_method:
-        return Reranker(proxy, method=settings.rerank_method)
-    return Reranker(proxy)
+        extra["method"] = settings.rerank_method
+    if settings.multilingual_proxy != "auto":
+        extra["multilingual"] = _multilingual_setting(settings)
+    return Reranker(proxy, **extra)  # type: ignore[arg-type]
 
 
 def compressor_factory(settings: Settings) -> CompressorFactory:

@@ -86,14 +86,16 @@ class MethodEngines:
 
         Called on the model thread (the only thread that touches this dict). A method this server
         cannot build (e.g. its learned profile is missing for this proxy) is a 400 naming the
-        reason, so clients can pick another; the configured method keeps working.
+        reason, so clients can pick another; the configured method keeps working. Only the
+        configured reranker ranks calls not in English with another method (its
+        ``multilingual``); a method a request names ranks every language itself.
         """
         reranker = self._rerankers.get(method)
         if reranker is None:
             from ragattn.rerank import Reranker
 
             try:
-                reranker = Reranker(self.proxy, method=method)
+                reranker = Reranker(self.proxy, method=method, multilingual=None)
             except ModelLoadError as exc:
                 raise InvalidInputError(
                     f"rerank method {method!r} is unavailable here: {exc}; "

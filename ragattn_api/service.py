@@ -81,6 +81,16 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
+def _ranking_proxy(engine: Reranker, default: str) -> str:
+    """The proxy named in the ``model`` of a call ``engine`` handed to its multilingual reranker:
+    that reranker's proxy where its method runs one, else ``default`` (no proxy read the call;
+    the service's proxy stays the name, as for ``minilm``)."""
+    second = getattr(engine, "multilingual_reranker", None)  # a handed-in engine may not route
+    if second is None or not second.spec.runs_proxy:
+        return default
+    return str(second.proxy_name)
+
+
 def _clamped(top_n: int | None, n_documents: int) -> int | None:
     """``top_n`` at most the number of documents (Cohere's semantics: clamp, do not fail)."""
     return None if top_n is None else min(top_n, n_documents)
@@ -214,7 +224,7 @@ class Service(MethodEngines):
         )
 
         def score(checked: CheckedInput) -> RerankResponse:
-            pruned, model = None, self.model_name
+            pruned, model, ranked_by = None, self.model_name, None
             if budget is not None:
                 reader, routed, model = self._reader(method, req.query, checked.documents, args)
                 result, pruned = reader.rerank_and_compress_checked(
@@ -224,7 +234,9 @@ class Service(MethodEngines):
                 assert method is not None  # a rerank method always resolves to a name
                 engine = self.rerank_engine(method)
                 result = engine.rerank_checked(req.query, checked.documents, args)
-            return RerankResponse.from_result(
+                if result.method != method:  # a call not in English, ranked by another method
+                    ranked_by, model = result.method, _ranking_proxy(engine, self.model_name)
+            body = RerankResponse.from_result(
                 result,
                 id="",
                 api_version=api_version,
@@ -235,6 +247,7 @@ class Service(MethodEngines):
                 warnings=list(checked.warnings),
                 pruned=pruned,
             )
+            return body if ranked_by is None else msgspec.structs.replace(body, method=ranked_by)
 
         call = _ModelCall(
             query=req.query, documents=documents, args=args, route=f"rerank:v{api_version}"
@@ -243,8 +256,10 @@ class Service(MethodEngines):
         meta = msgspec.structs.replace(body.meta, warnings=[*notes, *body.meta.warnings])
         if budget is not None:  # the response names the method that ranked (set from the result)
             return msgspec.structs.replace(body, id=new_id(), meta=meta), hit
-        # ``method`` only when the request named one: Cohere and TEI clients see today's shape.
-        served = method if req.method is not None else None
+        # ``method`` only when the request named one, or when a call not in English was ranked
+        # by another method than the one resolved (the body says which): an English call of a
+        # Cohere or TEI client sees today's shape.
+        served = body.method or (method if req.method is not None else None)
         return msgspec.structs.replace(body, id=new_id(), meta=meta, method=served), hit
 
     def _reader(

@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
+from ragattn.call_language import ENGLISH, call_language
 from ragattn.contract import RerankVerbs, VerbArgs
-from ragattn.errors import InvalidInputError
+from ragattn.errors import InvalidInputError, MissingDependencyError, ModelLoadError
 from ragattn.facade import ProxyFacade
 from ragattn.first_stage import check_first_stage_order
-from ragattn.proxy import DEFAULT_PROXY, Proxy
+from ragattn.proxy import DEFAULT_PROXY, MULTILINGUAL_PROXY, Proxy
 from ragattn.rerank.base import DocScores
 from ragattn.rerank.icr import AttentionMemo
 from ragattn.rerank.registry import (
     DEFAULT_METHOD,
     METHODS,
+    MULTILINGUAL_METHOD,
     RerankSpec,
     ScorerFactory,
     ScorerInputs,
 )
 from ragattn.types import Document, DocumentLike, RerankResult, RerankResults, as_documents
 from ragattn.validation import check_query
+
+logger = logging.getLogger(__name__)
 
 
 class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
@@ -42,6 +48,16 @@ class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
             bf16 where the device runs it natively, CUDA or a CPU with AVX-512 BF16 or AMX,
             else fp32; ``threads`` is applied even when no proxy is loaded).
         memo: share one all-heads capture between rerankers scoring the same lists (evaluations).
+        multilingual: what ranks a call not in English (:func:`~ragattn.call_language.call_language`
+            of the query and documents): ``"auto"`` (default) ranks it with
+            :data:`MULTILINGUAL_METHOD` on Gemma-3-270M where this reranker is the default one
+            (the packaged proxy and :data:`DEFAULT_METHOD`); a method or proxy of one's own ranks
+            every language itself. A proxy (name, path or loaded) runs
+            :data:`MULTILINGUAL_METHOD` for calls not in English; ``None``: this reranker ranks
+            every language. The second reranker is built on the first such call (a method that
+            runs no proxy loads none); if it cannot be built, this one ranks every language and a
+            warning is logged. English calls are ranked by this reranker, whatever the setting.
+            Results name the method that ranked (``RerankResults.method``).
 
     Raises:
         InvalidInputError: an unknown method (the message lists the valid ones).
@@ -58,11 +74,54 @@ class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
         dtype: str = "auto",
         threads: int | None = None,
         memo: AttentionMemo | None = None,
+        multilingual: str | Proxy | None = "auto",
     ) -> None:
         self._bind(method, METHODS, proxy, device=device, dtype=dtype, threads=threads)
         self._start()
         inputs = ScorerInputs(proxy=self._proxy.loaded, proxy_name=self._proxy.name, memo=memo)
         self.scorer = self.spec.factory(inputs)
+        default = self._proxy.name == DEFAULT_PROXY and method == DEFAULT_METHOD
+        self.multilingual: str | Proxy | None = (
+            (MULTILINGUAL_PROXY if default else None) if multilingual == "auto" else multilingual
+        )
+        self._like_this = partial(
+            Reranker,
+            method=MULTILINGUAL_METHOD,
+            device=device,
+            dtype=dtype,
+            threads=threads,
+            multilingual=None,
+        )
+        self._second: Reranker | None = None
+
+    @property
+    def multilingual_reranker(self) -> Reranker | None:
+        """The reranker that ranks calls not in English, once a call has built it (None before,
+        and where this one ranks every language)."""
+        return self._second
+
+    def engine_for(self, query: str, documents: Sequence[Document]) -> Reranker:
+        """The reranker that ranks a call: this one for English (or where :attr:`multilingual`
+        is None), else the multilingual one, built on the first such call; this one again, with
+        a logged warning, where that cannot be built."""
+        if self.multilingual is None:
+            return self
+        language = call_language(query, documents)
+        if language == ENGLISH:
+            return self
+        if self._second is None:
+            try:
+                self._second = self._like_this(self.multilingual)
+            except (ModelLoadError, MissingDependencyError) as exc:
+                logger.warning(
+                    "calls in %s are ranked by %s: the multilingual reranker did not load (%s)",
+                    language,
+                    self.method,
+                    exc,
+                )
+                self.multilingual = None
+                return self
+        return self._second
 
     def score(
         self,
@@ -74,7 +133,8 @@ class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
         """Scores aligned with ``documents`` (no sorting); see :meth:`rerank`."""
         query = check_query(query)
         docs = as_documents(documents)
-        return self.scorer.score(query, docs, _check_order(first_stage_order, docs))
+        order = _check_order(first_stage_order, docs)
+        return self.engine_for(query, docs).scorer.score(query, docs, order)
 
     def rerank(
         self,
@@ -108,13 +168,14 @@ class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
         args = VerbArgs(verb="rerank", top_n=top_n)
         docs = as_documents(documents)
         query = check_query(query)
-        return self._ranked(query, docs, args, _check_order(first_stage_order, docs))
+        order = _check_order(first_stage_order, docs)
+        return self.engine_for(query, docs)._ranked(query, docs, args, order)
 
     def rerank_checked(
         self, query: str, documents: Sequence[Document], args: VerbArgs
     ) -> RerankResults:
         """:meth:`rerank` of a checked call (see :class:`~ragattn.contract.RerankVerbs`)."""
-        return self._ranked(query, documents, args, None)
+        return self.engine_for(query, documents)._ranked(query, documents, args, None)
 
     def _ranked(
         self,
@@ -152,4 +213,4 @@ def _check_order(
     return check_first_stage_order(first_stage_order, len(docs))
 
 
-__all__ = ["DEFAULT_METHOD", "METHODS", "Reranker"]
+__all__ = ["DEFAULT_METHOD", "METHODS", "MULTILINGUAL_METHOD", "Reranker"]

@@ -25,6 +25,8 @@ from ragattn.rerank.dense import DenseScorer
 from ragattn.rerank.fusion import FusedScorer
 from ragattn.rerank.hyde import HYDE_WEIGHT, HydeScorer
 from ragattn.rerank.icr import AttentionMemo, IcrScorer
+from ragattn.rerank.lexical import SCALE as BM25_SCALE
+from ragattn.rerank.lexical import Bm25Scorer
 from ragattn.rerank.probe import SCALE as PROBE_SCALE
 from ragattn.rerank.probe import AttentionProbeScorer
 from ragattn.rerank.profiles import load_rerank_profile, load_retrieval_heads
@@ -129,6 +131,10 @@ def _minilm(inputs: ScorerInputs) -> Scorer:
     return DenseScorer()
 
 
+def _bm25(inputs: ScorerInputs) -> Scorer:
+    return Bm25Scorer()
+
+
 def _attention_probe(inputs: ScorerInputs) -> Scorer:
     proxy = inputs.loaded_proxy("attention-probe")
     return AttentionProbeScorer(proxy, load_document_probe(default_models_dir(), proxy_slug(proxy)))
@@ -176,6 +182,14 @@ METHODS: MethodTable[ScorerFactory] = MethodTable(
             order_free=True,
         ),
         MethodSpec(
+            name="bm25",
+            factory=_bm25,
+            description="BM25 over the candidates, words or character bigrams (every language)",
+            reads_attention=False,
+            score_scale=BM25_SCALE,
+            order_free=True,
+        ),
+        MethodSpec(
             name="minilm-hyde",
             factory=_minilm_hyde,
             description="MiniLM cosine with the query and with the proxy's one-sentence answer",
@@ -209,9 +223,15 @@ that cost on 2 CPU cores today; the measured scores of every candidate are in BE
 ``method="attention-probe"`` reads the proxy's attention on top of MiniLM; with a real first stage,
 ``first_stage_order=`` and ``method="fused-no-attention"`` use the first stage's ranking."""
 
+MULTILINGUAL_METHOD = "bm25"
+"""What ranks a call not in English by default (``Reranker(multilingual="auto")``), chosen by the
+rule declared before measuring in docs/research/languages.md, "The standalone reranker outside
+English"."""
+
 
 __all__ = [
     "DEFAULT_METHOD",
+    "MULTILINGUAL_METHOD",
     "METHODS",
     "HeadChoice",
     "RerankSpec",

@@ -236,3 +236,35 @@ async def test_a_served_app_builds_every_method_before_it_is_ready(
         built = {n for n in COMPRESS_METHODS if f"compress:{n}" not in missing}
         assert {"sentinel", "lexical"} <= built
         assert all(service.compressor(n).method == n for n in built)
+
+
+GERMAN_QUERY = "Wie viele Mitglieder hatte der Ruderverein Germania im Gründungsjahr?"
+GERMAN_DOCS = [
+    "Sport clubs in Germany often have hundreds of members and their own boathouses on the river.",
+    "Rudern ist eine Sportart, bei der ein Boot mit Riemen oder Skulls fortbewegt wird.",
+    "Im Gründungsjahr 1879 zählte der Ruderverein Germania nur zwölf Mitglieder, heute sind es "
+    "über dreihundert.",
+    "Die Vereine der Stadt treffen sich jedes Jahr zu einer großen Regatta auf dem See.",
+]
+
+
+async def test_a_german_call_is_ranked_by_the_multilingual_method_and_says_so(
+    client: AsyncTestClient[Litestar], reranker: Any
+) -> None:
+    """The default reranker ranks a call not in English with the multilingual method, and the
+    response names it in ``method`` (an English call keeps Cohere's shape); the answer leads."""
+    from ragattn.rerank import MULTILINGUAL_METHOD
+
+    assert reranker.multilingual is not None  # the service's default routes by language
+    resp = await client.post("/v2/rerank", json={"query": GERMAN_QUERY, "documents": GERMAN_DOCS})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["method"] == MULTILINGUAL_METHOD
+    assert body["results"][0]["index"] == 2
+    english = (await client.post("/v2/rerank", json={"query": QUERY, "documents": DOCS})).json()
+    assert "method" not in english
+    named = await client.post(
+        "/v2/rerank",
+        json={"query": GERMAN_QUERY, "documents": GERMAN_DOCS, "method": "fused-no-attention"},
+    )
+    assert named.json()["method"] == "fused-no-attention"  # a named method ranks every language

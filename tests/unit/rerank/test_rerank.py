@@ -261,7 +261,11 @@ def test_registry_lists_every_method_once_with_its_needs():
 
     assert list(METHODS) == sorted(METHODS) and DEFAULT_METHOD in METHODS
     assert all(spec.name == name and spec.description for name, spec in METHODS.items())
-    assert {n for n, s in METHODS.items() if not s.runs_proxy} == {"minilm", "fused-no-attention"}
+    assert {n for n, s in METHODS.items() if not s.runs_proxy} == {
+        "bm25",
+        "minilm",
+        "fused-no-attention",
+    }
     assert {n for n, s in METHODS.items() if s.generates} == {"minilm-hyde"}
     assert METHODS["qrhead"].needs() == ("attention", "profile")
     assert METHODS["minilm-hyde"].needs() == ("generation", "embedder")
