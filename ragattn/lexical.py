@@ -13,15 +13,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
-if TYPE_CHECKING:  # the names ragattn.rerank still imports from here (_MOVED)
-    from ragattn.embed import dense_scores as dense_scores
-    from ragattn.embed import document_cosines as document_cosines
-    from ragattn.embed import text_offset as text_offset
-    from ragattn.embed import titled_text as titled_text
 
 _UNSPACED = (
     "\u0e00-\u0eff"  # Thai, Lao
@@ -69,21 +62,6 @@ def bm25_scores(query: str, texts: Sequence[str]) -> np.ndarray:
 def sigmoid(x: np.ndarray) -> np.ndarray:
     """Numerically stable logistic map, for scores that are log-odds; values in [0, 1]."""
     return np.asarray(0.5 * (1.0 + np.tanh(0.5 * np.asarray(x, dtype=np.float64))))
-
-
-_MOVED = ("dense_scores", "document_cosines", "text_offset", "titled_text")
-"""MiniLM's names that moved to :mod:`ragattn.embed` (issue 62); ``ragattn.rerank`` still imports
-them from here until its imports move."""
-
-
-def __getattr__(name: str) -> Any:
-    """The names of :data:`_MOVED`, from :mod:`ragattn.embed` (imported on first use: importing
-    this module loads no torch)."""
-    if name in _MOVED:
-        from ragattn import embed
-
-        return getattr(embed, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["bm25_scores", "sigmoid", "words"]

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ragattn.lexical import bm25_scores, document_cosines
+from ragattn.embed import document_cosines
+from ragattn.lexical import bm25_scores
 from ragattn.rerank.icr import WindowedAttention
 from ragattn.types import Document
 

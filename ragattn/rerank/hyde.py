@@ -23,9 +23,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ragattn.embed import dense_scores, titled_text
 from ragattn.errors import InputTooLargeError
 from ragattn.greedy import greedy_complete
-from ragattn.lexical import dense_scores, titled_text
 from ragattn.prompt import CHAT_WRAPPERS
 from ragattn.proxy import Proxy
 from ragattn.rerank.base import DocScores
