@@ -8,13 +8,19 @@ at construction, any other only applies ``threads`` and loads them on first acce
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from ragattn.errors import MissingDependencyError, ModelLoadError
 from ragattn.methods import MethodSpec, MethodTable
 from ragattn.proxy import LazyProxy, Proxy
 
 F = TypeVar("F")
+E = TypeVar("E", bound="ProxyFacade[Any]")
+
+logger = logging.getLogger(__name__)
 
 
 class ProxyFacade(Generic[F]):
@@ -28,6 +34,12 @@ class ProxyFacade(Generic[F]):
     spec: MethodSpec[F]
     method: str
     _proxy: LazyProxy
+    multilingual: str | Proxy | None
+    """What builds the engine of calls not in English (None: this one reads every language)."""
+    _like_this: Callable[[str | Proxy], Any]
+    """Builds that engine with this one's settings from :attr:`multilingual`."""
+    _second: Any
+    """That engine once a call has built it, else None."""
 
     def _bind(
         self,
@@ -59,6 +71,27 @@ class ProxyFacade(Generic[F]):
             self._proxy.get()
         else:
             self._proxy.apply_threads()
+
+    def _multilingual_engine(self: E, language: str) -> E:
+        """The engine of a call in ``language`` (not English): built on the first such call from
+        :attr:`multilingual`; this one, with a warning logged once (:attr:`multilingual` turns
+        None), where it cannot be built (its package or a model file is missing)."""
+        if self._second is None:
+            try:
+                self._second = self._like_this(self.multilingual)  # type: ignore[arg-type]
+            except (ModelLoadError, MissingDependencyError) as exc:
+                logger.warning(
+                    "calls in %s are read by %s with method %s: its multilingual engine did "
+                    "not load (%s)",
+                    language,
+                    self.proxy_name,
+                    self.method,
+                    exc,
+                )
+                self.multilingual = None
+                return self
+        second: E = self._second
+        return second
 
     @property
     def proxy(self) -> Proxy:

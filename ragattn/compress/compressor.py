@@ -9,7 +9,6 @@ ranking, the assembly); the compressor builds that read with its loaded parts.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import cached_property, partial
@@ -60,8 +59,6 @@ from ragattn.types import (
     RerankResults,
 )
 from ragattn.validation import check_query
-
-logger = logging.getLogger(__name__)
 
 MULTILINGUAL_FIRST_PASS: FirstPass = "bm25"
 """The ``candidates`` stage of the multilingual compressor's read (the rule that chose it:
@@ -250,19 +247,7 @@ class Compressor(
             language = call_language(query, documents)
         if language == ENGLISH:
             return self
-        if self._second is None:
-            try:
-                self._second = self._like_this(self.multilingual)
-            except ModelLoadError as exc:
-                logger.warning(
-                    "calls in %s are read by %s: the multilingual proxy did not load (%s)",
-                    language,
-                    self._proxy.name,
-                    exc,
-                )
-                self.multilingual = None
-                return self
-        return self._second
+        return self._multilingual_engine(language)
 
     def _usable_cascade(self, cascade: Cascade | None) -> Cascade | None:
         """``cascade`` where it can run: None for a method that reads no attention (no forward to

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from functools import partial
 
@@ -10,7 +9,7 @@ import numpy as np
 
 from ragattn.call_language import ENGLISH, call_language
 from ragattn.contract import RerankVerbs, VerbArgs
-from ragattn.errors import InvalidInputError, MissingDependencyError, ModelLoadError
+from ragattn.errors import InvalidInputError
 from ragattn.facade import ProxyFacade
 from ragattn.first_stage import check_first_stage_order
 from ragattn.proxy import DEFAULT_PROXY, MULTILINGUAL_PROXY, Proxy
@@ -26,8 +25,6 @@ from ragattn.rerank.registry import (
 )
 from ragattn.types import Document, DocumentLike, RerankResult, RerankResults, as_documents
 from ragattn.validation import check_query
-
-logger = logging.getLogger(__name__)
 
 
 class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
@@ -109,19 +106,7 @@ class Reranker(ProxyFacade[ScorerFactory], RerankVerbs[RerankResults]):
         language = call_language(query, documents)
         if language == ENGLISH:
             return self
-        if self._second is None:
-            try:
-                self._second = self._like_this(self.multilingual)
-            except (ModelLoadError, MissingDependencyError) as exc:
-                logger.warning(
-                    "calls in %s are ranked by %s: the multilingual reranker did not load (%s)",
-                    language,
-                    self.method,
-                    exc,
-                )
-                self.multilingual = None
-                return self
-        return self._second
+        return self._multilingual_engine(language)
 
     def score(
         self,

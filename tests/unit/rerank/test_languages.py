@@ -115,7 +115,7 @@ def test_a_multilingual_reranker_that_cannot_load_falls_back_with_a_warning(
         results = reranker.rerank(query, docs)
     assert results.method == DEFAULT_METHOD
     assert reranker.multilingual is None
-    assert "multilingual reranker did not load" in caplog.text
+    assert "multilingual engine did not load" in caplog.text
 
 
 def test_bm25_ranks_two_documents_and_is_free_of_their_order() -> None:
