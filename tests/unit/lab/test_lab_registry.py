@@ -13,6 +13,7 @@ from ragattn.rerank import METHODS as RUNTIME_RERANK
 
 SHIPPED_RERANK = {
     "attention-probe",
+    "bm25",
     "fused",
     "fused-no-attention",
     "icr",
